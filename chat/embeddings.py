@@ -1,0 +1,83 @@
+"""Embedders: text -> unit vectors of `settings.DELLM_EMBEDDING_DIM` floats.
+
+`offline` (default) is WordLlama, whose 256-d weights ship inside the wheel, so
+nothing is downloaded. `openai` calls any OpenAI-compatible embeddings endpoint.
+"""
+
+import functools
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+
+from dellm_site.errors import UpstreamFailed
+
+
+class Embedder(Protocol):
+    model_name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class WordLlamaEmbedder:
+    def __init__(self, *, cache_dir: Path):
+        import wordllama
+        from wordllama import WordLlama
+
+        # The wheel ships its tokenizer under wordllama/tokenizers/, but the
+        # loader looks in wordllama/tokenizer/ and then in cache_dir/tokenizers/;
+        # give it a cache dir holding a copy so it never tries to download.
+        tokenizers = cache_dir / "tokenizers"
+        tokenizers.mkdir(parents=True, exist_ok=True)
+        for config in (Path(wordllama.__file__).parent / "tokenizers").glob("*.json"):
+            if not (tokenizers / config.name).exists():
+                shutil.copyfile(config, tokenizers / config.name)
+        self._model = WordLlama.load(dim=256, cache_dir=cache_dir, disable_download=True)
+        self.model_name = "wordllama-l2_supercat-256"
+        self.dim = 256
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._model.embed(list(texts), norm=True)
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
+
+class OpenAIEmbedder:
+    def __init__(self, *, model: str, dim: int):
+        from chat.llm import openai_client
+
+        self._client = openai_client()
+        self.model_name = model
+        self.dim = dim
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import openai
+
+        try:
+            response = self._client.embeddings.create(model=self.model_name, input=list(texts))
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError) as exc:
+            raise UpstreamFailed("The embedding service is not answering; retrying.", transient=True) from exc
+        except openai.APIStatusError as exc:
+            raise UpstreamFailed(
+                f"The embedding service answered HTTP {exc.status_code}.", transient=exc.status_code >= 500
+            ) from exc
+        vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
+        if vectors and len(vectors[0]) != self.dim:
+            raise UpstreamFailed(
+                f"The embedding model returned {len(vectors[0])}-d vectors; the database stores {self.dim}-d."
+            )
+        return vectors
+
+
+@functools.cache
+def get_embedder() -> Embedder:
+    """The configured embedder, loaded once per process."""
+    if settings.DELLM_EMBEDDER == "openai":
+        return OpenAIEmbedder(model=settings.DELLM_EMBEDDING_MODEL, dim=settings.DELLM_EMBEDDING_DIM)
+    return WordLlamaEmbedder(cache_dir=Path(settings.DELLM_DATA_DIR) / "wordllama")
+
+
+def embed_one(text: str) -> list[float]:
+    return get_embedder().embed([text])[0]

@@ -1,0 +1,210 @@
+"""Writes to the message store: threads, messages, and chat turns."""
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from chat.embeddings import embed_one
+from chat.llm import ContextItem, get_responder
+from chat.models import Message, Thread, Turn
+from chat.selectors import context_retrieve
+from dellm_site.errors import Conflict, NotFound, ValidationFailed
+from dellm_site.locks import owner_lock
+from provenance.models import ContextEdge
+
+logger = logging.getLogger(__name__)
+
+TITLE_MAX = 200
+
+
+def thread_create(*, owner, title: str = "") -> Thread:
+    title = (title or "").strip()
+    if len(title) > TITLE_MAX:
+        raise ValidationFailed(f"A title has at most {TITLE_MAX} characters.", fields={"title": "too long"})
+    return Thread.objects.create(owner=owner, title=title)
+
+
+def thread_rename(*, thread: Thread, title: str) -> Thread:
+    title = (title or "").strip()
+    if len(title) > TITLE_MAX:
+        raise ValidationFailed(f"A title has at most {TITLE_MAX} characters.", fields={"title": "too long"})
+    thread.title = title
+    thread.save(update_fields=["title", "updated_at"])
+    return thread
+
+
+def validate_content(content) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationFailed("A message needs some text.", fields={"content": "empty"})
+    if len(content) > settings.DELLM_MAX_MESSAGE_CHARS:
+        raise ValidationFailed(
+            f"A message has at most {settings.DELLM_MAX_MESSAGE_CHARS} characters.", fields={"content": "too long"}
+        )
+    return content
+
+
+def _next_seq(owner_id: int) -> int:
+    # Called under owner_lock, so two writers cannot read the same maximum.
+    current = Message.objects.filter(owner_id=owner_id).aggregate(m=Max("seq"))["m"]
+    return (current or 0) + 1
+
+
+def message_create(*, thread: Thread, role: str, content: str, embedding=None) -> Message:
+    """Store one message with the owner's next sequence number.
+
+    Side effects: takes the owner's lock for the sequence number; touches the
+    thread's `updated_at`.
+    """
+    validate_content(content)
+    if role not in Message.Role.values:
+        raise ValidationFailed(f"Unknown role {role!r}.", fields={"role": "unknown"})
+    with transaction.atomic():
+        owner_lock(thread.owner_id)
+        message = Message.objects.create(
+            owner_id=thread.owner_id,
+            thread=thread,
+            seq=_next_seq(thread.owner_id),
+            role=role,
+            content=content,
+            embedding=embedding,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
+        )
+        Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
+    return message
+
+
+def turn_create(*, thread: Thread, content: str, policy: str | None = None) -> Turn:
+    """Store the user's message and a pending turn for its reply (no LLM call yet)."""
+    policy = policy or settings.DELLM_CONTEXT_POLICY
+    if policy not in ("relevant", "window", "full", "none"):
+        raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
+    with transaction.atomic():
+        message = message_create(thread=thread, role=Message.Role.USER, content=content)
+        return Turn.objects.create(owner_id=thread.owner_id, user_message=message, policy=policy)
+
+
+def message_embed(*, message_id: int) -> Message | None:
+    """Compute and store a message's embedding if it is missing (idempotent)."""
+    message = Message.objects.filter(pk=message_id).first()
+    if message is None or message.embedding is not None or not message.is_live:
+        return message
+    vector = embed_one(message.content)
+    Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
+        embedding=vector, embedding_model=settings.DELLM_EMBEDDING_MODEL
+    )
+    message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
+    return message
+
+
+class _ContextChanged(Exception):
+    pass
+
+
+def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding) -> Message:
+    """Commit a reply and its edges only if the whole context is still live.
+
+    Runs under the owner's lock, the same one deletion execution takes, so a
+    deletion either finishes before this check (and we see it) or starts
+    after the reply exists (and its Dep includes the reply). That is I1.
+    """
+    user_message = turn.user_message
+    with transaction.atomic():
+        owner_lock(turn.owner_id)
+        needed = {item.id for item in context} | {user_message.id}
+        live = set(Message.objects.filter(pk__in=needed, status__in=Message.LIVE).values_list("pk", flat=True))
+        if live != needed:
+            raise _ContextChanged
+        reply = Message.objects.create(
+            owner_id=turn.owner_id,
+            thread_id=user_message.thread_id,
+            seq=_next_seq(turn.owner_id),
+            role=Message.Role.ASSISTANT,
+            content=text,
+            embedding=embedding,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL,
+        )
+        edges = [ContextEdge(owner_id=turn.owner_id, source_id=user_message.id, target=reply, rank=0, score=1.0)]
+        edges += [
+            ContextEdge(owner_id=turn.owner_id, source_id=item.id, target=reply, rank=rank, score=item.score)
+            for rank, item in enumerate(context, start=1)
+        ]
+        ContextEdge.objects.bulk_create(edges)
+        Turn.objects.filter(pk=turn.pk).update(
+            status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
+        )
+        Thread.objects.filter(pk=user_message.thread_id).update(updated_at=timezone.now())
+    return reply
+
+
+def turn_run(*, turn_id: int, on_token: Callable[[str], None] | None = None) -> Turn | None:
+    """Generate and commit the reply of a turn.
+
+    Steps: mark running; embed the user message; retrieve the context; call
+    the LLM outside any transaction; embed the reply; commit under the owner's
+    lock if the context is still live, else rebuild the context and try again
+    (at most DELLM_TURN_MAX_REBUILDS times). Upstream errors propagate to the
+    caller (the Celery task decides whether to retry); the turn stays running.
+    Safe to run twice: a turn that is already done is returned unchanged.
+    """
+    updated = Turn.objects.filter(pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
+        status=Turn.Status.RUNNING, attempts=F("attempts") + 1, updated_at=timezone.now()
+    )
+    turn = Turn.objects.select_related("user_message").filter(pk=turn_id).first()
+    if turn is None or not updated:
+        return turn
+    responder = get_responder()
+    for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
+        message = message_embed(message_id=turn.user_message_id)
+        if message is None or not message.is_live:
+            return turn_fail(turn_id=turn.pk, error="Your message was deleted before the reply was ready.")
+        turn.user_message = message
+        context = context_retrieve(
+            message=message,
+            policy=turn.policy,
+            k=settings.DELLM_CONTEXT_K,
+            threshold=settings.DELLM_CONTEXT_THRESHOLD,
+            window=settings.DELLM_CONTEXT_WINDOW,
+        )
+        if on_token is None:
+            text = responder.complete(context=context, user_message=message.content)
+        else:
+            parts = []
+            for token in responder.stream(context=context, user_message=message.content):
+                parts.append(token)
+                on_token(token)
+            text = "".join(parts)
+        if not text.strip():
+            text = "(The model returned an empty reply.)"
+        try:
+            _reply_commit(turn=turn, context=context, text=text, embedding=embed_one(text))
+        except _ContextChanged:
+            logger.info("turn %s: context changed during generation, rebuilding", turn.pk)
+            continue
+        turn.refresh_from_db()
+        return turn
+    return turn_fail(turn_id=turn.pk, error="Memory kept changing while the reply was generated; please retry.")
+
+
+def turn_fail(*, turn_id: int, error: str) -> Turn | None:
+    """Mark a turn failed with a reason for humans (never message text)."""
+    Turn.objects.filter(pk=turn_id).exclude(status=Turn.Status.DONE).update(
+        status=Turn.Status.FAILED, error=error, updated_at=timezone.now()
+    )
+    return Turn.objects.filter(pk=turn_id).first()
+
+
+def turn_retry(*, turn: Turn) -> Turn:
+    """Put a failed turn back to pending, keeping the user's message."""
+    if turn.status != Turn.Status.FAILED:
+        raise Conflict("Only a failed turn can be retried.")
+    if not turn.user_message.is_live:
+        raise NotFound("The message of this turn has been deleted.")
+    Turn.objects.filter(pk=turn.pk, status=Turn.Status.FAILED).update(
+        status=Turn.Status.PENDING, error="", updated_at=timezone.now()
+    )
+    turn.refresh_from_db()
+    return turn

