@@ -77,14 +77,27 @@ def message_create(*, thread: Thread, role: str, content: str, embedding=None) -
     return message
 
 
-def turn_create(*, thread: Thread, content: str, policy: str | None = None) -> Turn:
-    """Store the user's message and a pending turn for its reply (no LLM call yet)."""
+def turn_create(*, thread: Thread, content: str, policy: str | None = None, enqueue: bool = True) -> Turn:
+    """Store the user's message and a pending turn; enqueue the turn after commit.
+
+    The task carries the turn id only. With `enqueue=False` the caller runs
+    `turn_run` itself (evaluation, management commands).
+    """
     policy = policy or settings.DELLM_CONTEXT_POLICY
     if policy not in ("relevant", "window", "full", "none"):
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
     with transaction.atomic():
         message = message_create(thread=thread, role=Message.Role.USER, content=content)
-        return Turn.objects.create(owner_id=thread.owner_id, user_message=message, policy=policy)
+        turn = Turn.objects.create(owner_id=thread.owner_id, user_message=message, policy=policy)
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue_turn(turn.pk))
+    return turn
+
+
+def _enqueue_turn(turn_id: int) -> None:
+    from chat import tasks
+
+    tasks.turn_run.delay(turn_id=turn_id)
 
 
 def message_embed(*, message_id: int) -> Message | None:
@@ -203,8 +216,10 @@ def turn_retry(*, turn: Turn) -> Turn:
         raise Conflict("Only a failed turn can be retried.")
     if not turn.user_message.is_live:
         raise NotFound("The message of this turn has been deleted.")
-    Turn.objects.filter(pk=turn.pk, status=Turn.Status.FAILED).update(
-        status=Turn.Status.PENDING, error="", updated_at=timezone.now()
-    )
+    with transaction.atomic():
+        Turn.objects.filter(pk=turn.pk, status=Turn.Status.FAILED).update(
+            status=Turn.Status.PENDING, error="", updated_at=timezone.now()
+        )
+        transaction.on_commit(lambda: _enqueue_turn(turn.pk))
     turn.refresh_from_db()
     return turn

@@ -1,0 +1,42 @@
+# DeLLM: `make run` serves the app, `make test` runs the whole suite.
+# Both set everything up from scratch on a fresh machine (Python 3.11, npm, apt).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+HOST ?= 127.0.0.1
+export PORT HOST
+
+.PHONY: run test setup lint stop bench eval
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup
+	$(PY) -m dellm_site.embedded start
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py dellm_demo_user
+	@echo "DeLLM on http://$(HOST):$(PORT)/ (user demo / password demo); Ctrl-C stops web, worker and beat."
+	$(VENV)/bin/honcho start -f Procfile
+
+stop: setup
+	$(PY) -m dellm_site.embedded stop
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# The suite runs against its own throwaway embedded PostgreSQL, removed afterwards.
+test: setup lint
+	@set -e; \
+	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-test.XXXXXX); \
+	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
+	$(PY) manage.py makemigrations --check --dry-run; \
+	$(VENV)/bin/pytest

@@ -1,0 +1,112 @@
+import pytest
+
+from chat import services
+from chat.llm import ContextItem, OfflineResponder
+from chat.models import Message, Turn
+from provenance import services as deletions
+from provenance.selectors import dep_ids, taint_violations
+
+
+def chat(thread, text: str) -> Turn:
+    turn = services.turn_create(thread=thread, content=text, enqueue=False)
+    return services.turn_run(turn_id=turn.pk)
+
+
+def live_texts(owner) -> list[str]:
+    return list(Message.objects.filter(owner=owner, status__in=Message.LIVE).values_list("content", flat=True))
+
+
+def test_offline_responder_quotes_the_most_relevant_memories():
+    responder = OfflineResponder()
+    context = [
+        ContextItem(id=1, seq=1, role="assistant", content="Noted: I live in Paris.", score=0.9),
+        ContextItem(id=2, seq=2, role="user", content="I live in Paris.", score=0.8),
+        ContextItem(id=3, seq=3, role="user", content="I like tea.", score=0.3),
+    ]
+    assert responder.complete(context=context, user_message="Where do I live?") == (
+        "From what you told me: “I live in Paris.” “I like tea.”"
+    )
+    assert responder.complete(context=[], user_message="Where do I live?") == (
+        "I don't have anything in memory about that yet."
+    )
+    assert responder.complete(context=[], user_message="I live in Paris.") == "Noted: I live in Paris."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turn_commits_reply_with_edges_from_its_context(owner, thread):
+    first = chat(thread, "I live in Paris and work as a nurse.")
+    assert first.status == Turn.Status.DONE
+    assert first.reply.content == "Noted: I live in Paris and work as a nurse."
+    assert list(first.reply.in_edges.values_list("source_id", "rank")) == [(first.user_message_id, 0)]
+
+    second = chat(thread, "Where do I live?")
+    sources = set(second.reply.in_edges.values_list("source_id", flat=True))
+    assert {second.user_message_id, first.user_message_id} <= sources
+    assert "I live in Paris" in second.reply.content
+    assert [m.seq for m in Message.objects.filter(owner=owner)] == [1, 2, 3, 4]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_paris_example_forgets_paris_and_keeps_the_rest(owner, thread):
+    chat(thread, "I live in Paris.")
+    chat(thread, "My favourite food is sushi.")
+    chat(thread, "Where do I live?")
+    chat(thread, "What is my favourite food?")
+    root = Message.objects.get(owner=owner, content="I live in Paris.")
+    expected = dep_ids(owner_id=owner.pk, roots=[root.pk])
+
+    preview = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", exact="I live in Paris")
+    done = deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+    assert set(done.deleted_ids) == expected | set(done.matched_ids)
+    assert not [text for text in live_texts(owner) if "Paris" in text]
+    assert taint_violations(owner_id=owner.pk) == []
+    again = chat(thread, "What is my favourite food?")
+    assert "sushi" in again.reply.content
+    where = chat(thread, "Where do I live?")
+    assert "Paris" not in where.reply.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turn_rebuilds_context_when_a_deletion_lands_during_generation(owner, thread, monkeypatch):
+    fact = chat(thread, "My cat is called Miso.").user_message
+    calls = []
+    real_complete = OfflineResponder.complete
+
+    def complete_while_deleting(self, *, context, user_message):
+        calls.append([item.id for item in context])
+        if len(calls) == 1:
+            preview = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[fact.pk])
+            deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+        return real_complete(self, context=context, user_message=user_message)
+
+    monkeypatch.setattr(OfflineResponder, "complete", complete_while_deleting)
+    turn = chat(thread, "What is my cat called?")
+    assert fact.pk in calls[0]
+    assert fact.pk not in calls[1]
+    assert turn.status == Turn.Status.DONE
+    assert "Miso" not in turn.reply.content
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turn_fails_cleanly_when_its_own_message_is_deleted(owner, thread):
+    turn = services.turn_create(thread=thread, content="I live in Oslo.", enqueue=False)
+    preview = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[turn.user_message_id])
+    deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+    turn = services.turn_run(turn_id=turn.pk)
+    assert (turn.status, turn.reply, turn.error) == (
+        Turn.Status.FAILED,
+        None,
+        "Your message was deleted before the reply was ready.",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_context_never_crosses_owners(owner, other_owner, thread):
+    from tests.factories import make_thread
+
+    chat(make_thread(other_owner), "My secret code is 4711.")
+    turn = chat(thread, "What is my secret code?")
+    assert turn.reply.content == "I don't have anything in memory about that yet."
+    assert set(turn.reply.in_edges.values_list("source_id", flat=True)) == {turn.user_message_id}
