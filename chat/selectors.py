@@ -1,9 +1,13 @@
 """Reads over the message store: context retrieval and history."""
 
+from django.contrib.postgres.search import SearchQuery
 from django.db import connection
+from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 
 from chat.llm import ContextItem
-from chat.models import Message
+from chat.models import Message, Thread, Turn
+from dellm_site.errors import NotFound, ValidationFailed
+from provenance.models import ContextEdge
 
 LIVE_STATUSES = [str(s) for s in Message.LIVE]
 
@@ -63,3 +67,94 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
 
 def vector_literal(vector) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+# --- Reads for the HTTP API. Every one filters by owner: another owner's id
+# is answered exactly like one that does not exist. ---------------------------
+
+MESSAGE_STATUS_FILTERS = ("active", "deleted", "purged", "expiring", "all")
+
+
+def thread_list(*, owner) -> QuerySet[Thread]:
+    return Thread.objects.filter(owner=owner).order_by("-updated_at", "-id")
+
+
+def thread_get(*, owner, thread_id: int) -> Thread:
+    thread = Thread.objects.filter(owner=owner, pk=thread_id).first()
+    if thread is None:
+        raise NotFound(f"No thread with id {thread_id}.")
+    return thread
+
+
+def thread_messages(*, thread: Thread) -> list[Message]:
+    """The thread's live messages in order, with their edges attached."""
+    return with_edges(list(Message.objects.filter(thread=thread, status__in=LIVE_STATUSES).order_by("seq")))
+
+
+def message_list(*, owner, thread_id: int | None = None, status: str = "active", q: str = "") -> QuerySet[Message]:
+    """The owner's messages by status (`active` means live: active or expiring), thread and full-text query.
+
+    Call `with_edges` on the page that is shown.
+    """
+    if status not in MESSAGE_STATUS_FILTERS:
+        raise ValidationFailed(
+            f"status must be one of {', '.join(MESSAGE_STATUS_FILTERS)}.", fields={"status": "unknown"}
+        )
+    messages = Message.objects.filter(owner=owner).order_by("seq")
+    if thread_id is not None:
+        messages = messages.filter(thread=thread_get(owner=owner, thread_id=thread_id))
+    if status == "active":
+        messages = messages.filter(status__in=LIVE_STATUSES)
+    elif status != "all":
+        messages = messages.filter(status=status)
+    if q.strip():
+        messages = messages.filter(search=SearchQuery(q, config="english", search_type="websearch"))
+    return messages
+
+
+def message_get(*, owner, message_id: int) -> Message:
+    message = Message.objects.filter(owner=owner, pk=message_id).first()
+    if message is None:
+        raise NotFound(f"No message with id {message_id}.")
+    return with_edges([message])[0]
+
+
+def message_ids_by_seq(*, owner, seqs: list[int]) -> list[int]:
+    """Map the owner's sequence numbers (what the user sees as "#12") to message ids."""
+    found = dict(Message.objects.filter(owner=owner, seq__in=seqs).values_list("seq", "pk"))
+    missing = sorted(set(seqs) - set(found))
+    if missing:
+        raise NotFound(f"You have no message #{missing[0]}.", fields={"seq": str(missing[0])})
+    return sorted(found.values())
+
+
+def with_edges(messages: list[Message]) -> list[Message]:
+    """Attach `context_edges` and `derived_edges` (two queries for any number of messages).
+
+    Each edge carries `other_status`, the status of the message at its far
+    end, so a live message can leave removed neighbours out of its lists.
+    """
+    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank")
+    prefetch_related_objects(
+        messages,
+        Prefetch(
+            "in_edges",
+            queryset=edges.annotate(other_status=F("source__status")).order_by("rank", "source_id"),
+            to_attr="context_edges",
+        ),
+        Prefetch(
+            "out_edges",
+            queryset=edges.annotate(other_status=F("target__status")).order_by("target_id"),
+            to_attr="derived_edges",
+        ),
+    )
+    return messages
+
+
+def turn_get(*, owner, turn_id: int) -> Turn:
+    turn = Turn.objects.select_related("reply").filter(owner=owner, pk=turn_id).first()
+    if turn is None:
+        raise NotFound(f"No turn with id {turn_id}.")
+    if turn.reply is not None:
+        with_edges([turn.reply])
+    return turn

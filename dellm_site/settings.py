@@ -124,6 +124,43 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
+# TOFU data for `manage.py dellm_eval`, read in place (never copied into the
+# repo); CI and dev checkouts keep `shared/` beside the clone.
+DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR.parent / "shared" / "data" / "tofu")))
+
+# --- HTTP API (dellm_site/api.py, chat/views.py, provenance/views.py) ----------
+# Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"chat": env_str("DELLM_CHAT_RATE", "60/min")},
+}
+# Largest `page_size` a list endpoint accepts; larger asks are refused (400).
+DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
+DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
+SPECTACULAR_SETTINGS = {
+    "TITLE": "DeLLM API",
+    "DESCRIPTION": "A chat assistant whose long-term memory can be faithfully erased.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/",
+    # API.md: every endpoint requires auth, the schema and its docs page too.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "ENUM_NAME_OVERRIDES": {
+        "MessageStatusEnum": "chat.models.Message.Status",
+        "TurnStatusEnum": "chat.models.Turn.Status",
+        "DeletionStatusEnum": "provenance.models.DeletionRequest.Status",
+        "SelectorEnum": "provenance.models.DeletionRequest.Selector",
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -1,6 +1,18 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from dellm_site.api import TokenView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/auth/token/", TokenView.as_view(), name="api-token"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("chat.urls")),
+    path("api/", include("provenance.urls")),
 ]
+
+# JSON errors for /api/ paths, Django's pages elsewhere (dellm_site/api.py).
+handler404 = "dellm_site.api.handler404"
+handler500 = "dellm_site.api.handler500"

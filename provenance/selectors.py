@@ -1,11 +1,15 @@
 """Reads over the provenance graph G: Dep(M), explanation paths, taint checks."""
 
 from collections import deque
+from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import QuerySet
+from django.db.models.functions import Substr
 
-from chat.models import Message
-from provenance.models import ContextEdge
+from chat.models import Message, Thread
+from dellm_site.errors import NotFound
+from provenance.models import ContextEdge, DeletionRequest
 
 LIVE_STATUSES = tuple(str(s) for s in Message.LIVE)
 
@@ -100,3 +104,65 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
     with connection.cursor() as cursor:
         cursor.execute(sql, {"live": list(LIVE_STATUSES), "owner": owner_id})
         return [tuple(row) for row in cursor.fetchall()]
+
+
+# --- Reads for the HTTP API, all filtered by owner. ----------------------------
+
+
+def deletion_list(*, owner) -> QuerySet[DeletionRequest]:
+    return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id")
+
+
+def deletion_get(*, owner, deletion_id: int) -> DeletionRequest:
+    deletion = DeletionRequest.objects.filter(owner=owner, pk=deletion_id).first()
+    if deletion is None:
+        raise NotFound(f"No deletion with id {deletion_id}.")
+    return deletion
+
+
+@dataclass(frozen=True)
+class Dependent:
+    id: int
+    seq: int
+    role: str
+    status: str
+    path: list[int]
+
+
+def message_dependents(*, owner, message_id: int, depth: int | None = None) -> list[Dependent]:
+    """Dep(m) minus m, in sequence order, each with one shortest path from m."""
+    if not Message.objects.filter(owner=owner, pk=message_id).exists():
+        raise NotFound(f"No message with id {message_id}.")
+    members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
+    paths = explanation_paths(owner_id=owner.pk, roots=[message_id], members=members)
+    rows = Message.objects.filter(owner=owner, pk__in=paths).order_by("seq").values_list("pk", "seq", "role", "status")
+    return [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
+
+
+LABEL_CHARS = 40
+
+
+def graph_nodes(*, owner, thread_id: int | None = None, include_deleted: bool = False) -> QuerySet[Message]:
+    """The owner's messages as graph nodes, with a short `snippet` instead of the whole text."""
+    nodes = Message.objects.filter(owner=owner)
+    if thread_id is not None:
+        if not Thread.objects.filter(owner=owner, pk=thread_id).exists():
+            raise NotFound(f"No thread with id {thread_id}.")
+        nodes = nodes.filter(thread_id=thread_id)
+    if not include_deleted:
+        nodes = nodes.filter(status__in=LIVE_STATUSES)
+    return (
+        nodes.annotate(snippet=Substr("content", 1, LABEL_CHARS + 1))
+        .only("id", "seq", "role", "status", "thread_id")
+        .order_by("seq")
+    )
+
+
+def graph_edges(*, owner, nodes: QuerySet[Message]) -> QuerySet[ContextEdge]:
+    """Edges with both ends among `nodes` (one query, whatever their number)."""
+    ids = nodes.values("pk")
+    return (
+        ContextEdge.objects.filter(owner=owner, source_id__in=ids, target_id__in=ids)
+        .only("id", "source_id", "target_id", "rank", "score")
+        .order_by("target_id", "rank", "source_id")
+    )

@@ -1,0 +1,104 @@
+"""JSON shapes of threads, messages and turns (API.md). Output only; views validate input."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from chat.models import Message, Thread, Turn
+from chat.selectors import MESSAGE_STATUS_FILTERS
+
+
+def _neighbours(message: Message, edges, other: str) -> list[int]:
+    # A live message lists only live neighbours, so nothing removed shows up
+    # in the visible history; a removed one (asked for by status) lists all.
+    live = message.is_live
+    return [getattr(edge, other) for edge in edges if not live or edge.other_status in Message.LIVE]
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    """A stored message; `context` and `derived` are its provenance edges."""
+
+    # Reads the edges that `chat.selectors.with_edges` attaches (no query per message).
+
+    content = serializers.SerializerMethodField()
+    context = serializers.SerializerMethodField(help_text="Ids of the messages this one was generated from.")
+    derived = serializers.SerializerMethodField(help_text="Ids of the messages generated with this one in context.")
+
+    class Meta:
+        model = Message
+        fields = ["id", "seq", "thread", "role", "content", "status", "created_at", "context", "derived"]
+
+    def get_content(self, message: Message) -> str:
+        return "" if message.status == Message.Status.PURGED else message.content
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_context(self, message: Message) -> list[int]:
+        return _neighbours(message, message.context_edges, "source_id")
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_derived(self, message: Message) -> list[int]:
+        return _neighbours(message, message.derived_edges, "target_id")
+
+
+class ThreadSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Thread
+        fields = ["id", "title", "created_at", "updated_at"]
+
+
+class ThreadDetailSerializer(ThreadSerializer):
+    messages = MessageSerializer(
+        source="live_messages", many=True, help_text="The thread's active (live) messages in order."
+    )
+
+    class Meta(ThreadSerializer.Meta):
+        fields = [*ThreadSerializer.Meta.fields, "messages"]
+
+
+class ThreadInputSerializer(serializers.Serializer):
+    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, help_text="At most 200.")
+
+
+class ThreadRenameSerializer(serializers.Serializer):
+    title = serializers.CharField(allow_blank=True, trim_whitespace=False, help_text="At most 200 characters.")
+
+
+class ChatInputSerializer(serializers.Serializer):
+    content = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The user's message. A deletion request (“forget that …”) becomes a deletion preview instead.",
+    )
+
+
+class TurnSerializer(serializers.ModelSerializer):
+    message = serializers.IntegerField(source="user_message_id", help_text="Id of the user's message.")
+    reply = MessageSerializer(allow_null=True)
+    error = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Turn
+        fields = ["id", "status", "message", "reply", "error", "created_at", "updated_at"]
+
+    def get_error(self, turn: Turn) -> str | None:
+        return turn.error or None
+
+
+class TurnRefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Turn
+        fields = ["id", "status"]
+
+
+class ChatAcceptedSerializer(serializers.Serializer):
+    message = MessageSerializer()
+    turn = TurnRefSerializer()
+
+
+class MessageQuerySerializer(serializers.Serializer):
+    thread = serializers.IntegerField(required=False, help_text="Only this thread's messages.")
+    status = serializers.ChoiceField(
+        choices=MESSAGE_STATUS_FILTERS,
+        default="active",
+        help_text="`active` (the default) means live: active or expiring; `all` means every status.",
+    )
+    q = serializers.CharField(required=False, default="", help_text="Full-text search (web search syntax).")

@@ -1,0 +1,145 @@
+"""HTTP API for threads, chat turns and messages. Each view: validate -> one service or selector -> serialize."""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from chat import selectors, services
+from chat.serializers import (
+    ChatAcceptedSerializer,
+    ChatInputSerializer,
+    MessageQuerySerializer,
+    MessageSerializer,
+    ThreadDetailSerializer,
+    ThreadInputSerializer,
+    ThreadRenameSerializer,
+    ThreadSerializer,
+    TurnSerializer,
+)
+from dellm_site.api import Pagination, errors
+from provenance import services as deletions
+from provenance.requests import parse_deletion_request, resolve_deletion_request
+from provenance.serializers import ChatDeletionSerializer
+
+# A deletion typed in the chat is parsed by rules that can misread; the mode it
+# previews is the restorable one. A purge is asked for on /api/deletions/.
+CHAT_DELETION_MODE = "soft"
+
+
+def _valid(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class ThreadListView(APIView):
+    @extend_schema(responses={200: ThreadSerializer(many=True), **errors()}, summary="The caller's threads")
+    def get(self, request):
+        return Response(ThreadSerializer(selectors.thread_list(owner=request.user), many=True).data)
+
+    @extend_schema(
+        request=ThreadInputSerializer,
+        responses={201: ThreadSerializer, **errors(400, 415)},
+        summary="Start a thread",
+    )
+    def post(self, request):
+        data = _valid(ThreadInputSerializer, request.data)
+        thread = services.thread_create(owner=request.user, title=data.get("title", ""))
+        return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
+
+
+class ThreadDetailView(APIView):
+    @extend_schema(responses={200: ThreadDetailSerializer, **errors(404)}, summary="A thread and its messages")
+    def get(self, request, thread_id: int):
+        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        thread.live_messages = selectors.thread_messages(thread=thread)
+        return Response(ThreadDetailSerializer(thread).data)
+
+    @extend_schema(
+        request=ThreadRenameSerializer,
+        responses={200: ThreadSerializer, **errors(400, 404, 415)},
+        summary="Rename a thread",
+    )
+    def patch(self, request, thread_id: int):
+        data = _valid(ThreadRenameSerializer, request.data)
+        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        thread = services.thread_rename(thread=thread, title=data["title"])
+        return Response(ThreadSerializer(thread).data)
+
+
+class ChatView(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "chat"
+
+    @extend_schema(
+        request=ChatInputSerializer,
+        responses={
+            202: OpenApiResponse(ChatAcceptedSerializer, description="Stored; the reply comes with the turn."),
+            200: OpenApiResponse(
+                ChatDeletionSerializer,
+                description="A deletion request: previewed, not stored as a message. Confirm it to delete.",
+            ),
+            **errors(400, 404, 415, 429),
+        },
+        summary="Send a message (or a deletion request) in a thread",
+    )
+    def post(self, request, thread_id: int):
+        content = _valid(ChatInputSerializer, request.data)["content"]
+        services.validate_content(content)
+        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        if parse_deletion_request(content) is not None:
+            deletion = deletions.deletion_preview(
+                owner=request.user,
+                actor=request.user,
+                mode=CHAT_DELETION_MODE,
+                selector="request",
+                **resolve_deletion_request(owner=request.user, text=content),
+            )
+            return Response(ChatDeletionSerializer({"deletion": deletion}).data, status=status.HTTP_200_OK)
+        turn = services.turn_create(thread=thread, content=content)
+        [message] = selectors.with_edges([turn.user_message])
+        body = ChatAcceptedSerializer({"message": message, "turn": turn}).data
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class TurnDetailView(APIView):
+    @extend_schema(responses={200: TurnSerializer, **errors(404)}, summary="A turn's status and reply")
+    def get(self, request, turn_id: int):
+        return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn_id)).data)
+
+
+class TurnRetryView(APIView):
+    @extend_schema(request=None, responses={200: TurnSerializer, **errors(404, 409)}, summary="Re-run a failed turn")
+    def post(self, request, turn_id: int):
+        turn = services.turn_retry(turn=selectors.turn_get(owner=request.user, turn_id=turn_id))
+        return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
+
+
+class MessageListView(generics.ListAPIView):
+    serializer_class = MessageSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self):
+        query = _valid(MessageQuerySerializer, self.request.query_params)
+        return selectors.message_list(
+            owner=self.request.user, thread_id=query.get("thread"), status=query["status"], q=query["q"]
+        )
+
+    def paginate_queryset(self, queryset):
+        return selectors.with_edges(super().paginate_queryset(queryset))
+
+    @extend_schema(
+        parameters=[MessageQuerySerializer],
+        responses={200: MessageSerializer(many=True), **errors(400, 404)},
+        summary="The caller's messages",
+    )
+    def get(self, request):
+        return super().get(request)
+
+
+class MessageDetailView(APIView):
+    @extend_schema(responses={200: MessageSerializer, **errors(404)}, summary="One message")
+    def get(self, request, message_id: int):
+        return Response(MessageSerializer(selectors.message_get(owner=request.user, message_id=message_id)).data)

@@ -1,0 +1,187 @@
+"""What every API endpoint shares: the JSON error format, pagination, the token view.
+
+Every 4xx/5xx answer under /api/ has the body of API.md:
+`{"error": {"code": "...", "message": "a human sentence", "fields": {...}}}`.
+"""
+
+import logging
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+from django.views import defaults
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from dellm_site.errors import DomainError, ValidationFailed
+
+logger = logging.getLogger(__name__)
+
+# DRF's own exception classes, named by the codes clients can switch on.
+_CODES = {
+    exceptions.ParseError: "malformed_request",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.Throttled: "throttled",
+}
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def _sentence(text) -> str:
+    text = str(text).strip()
+    return text if text.endswith((".", "?", "!")) else f"{text}."
+
+
+def _flatten(detail, prefix: str = "") -> dict[str, str]:
+    """DRF's nested validation detail as {"select.ids": "message"}."""
+    if isinstance(detail, dict):
+        flat = {}
+        for key, value in detail.items():
+            name = "non_field_errors" if key == "non_field_errors" and not prefix else f"{prefix}{key}"
+            flat |= _flatten(value, f"{name}.") if isinstance(value, dict) else {name: _joined(value)}
+        return flat
+    return {prefix.rstrip(".") or "non_field_errors": _joined(detail)}
+
+
+def _joined(value) -> str:
+    if isinstance(value, list):
+        return " ".join(_joined(item) for item in value)
+    if isinstance(value, dict):
+        return " ".join(f"{key}: {_joined(item)}" for key, item in value.items())
+    return _sentence(value)
+
+
+def _validation_response(exc: exceptions.ValidationError) -> Response:
+    fields = _flatten(exc.detail) or {"non_field_errors": "Invalid input."}
+    name, first = next(iter(fields.items()))
+    message = first if name == "non_field_errors" else f"{name}: {first}"
+    return Response(error_body("validation_error", message, fields), status=400)
+
+
+def exception_handler(exc, context):
+    """DRF's exception hook: every error, expected or not, in the format of API.md."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    set_rollback()
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        return _validation_response(exc)
+    if isinstance(exc, exceptions.APIException):
+        headers = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), exc.default_code)
+        detail = exc.detail if isinstance(exc.detail, str) else _joined(exc.detail)
+        return Response(error_body(code, _sentence(detail)), status=exc.status_code, headers=headers)
+    view = context.get("view")
+    logger.exception("unhandled error in %s", type(view).__name__ if view else "api view")
+    return Response(error_body("server_error", "Something went wrong on our side; please try again."), status=500)
+
+
+def handler404(request, exception):
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "There is nothing at this address."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request):
+    if request.path.startswith("/api/"):
+        message = "Something went wrong on our side; please try again."
+        return JsonResponse(error_body("server_error", message), status=500)
+    return defaults.server_error(request)
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField(help_text="A sentence for humans.")
+    fields = serializers.DictField(child=serializers.CharField(), help_text="Per-field problems.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+_ERROR_TEXT = {
+    400: "Invalid input.",
+    401: "Not authenticated.",
+    403: "Forbidden (for example a missing CSRF token with session auth).",
+    404: "Not found, or not yours.",
+    405: "Method not allowed.",
+    409: "Conflicts with the object's current state.",
+    415: "Unsupported media type (send JSON).",
+    429: "Too many requests.",
+}
+
+
+def errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    """The error responses of an endpoint for `extend_schema(responses=...)`.
+
+    401 and 403 apply to every authenticated endpoint, so they are always listed.
+    """
+    codes = sorted({401, 403, *statuses})
+    return {code: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[code]) for code in codes}
+
+
+class Pagination(PageNumberPagination):
+    """`?page=` and `?page_size=` (at most DELLM_MAX_PAGE_SIZE: larger asks are refused)."""
+
+    page_size_query_param = "page_size"
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return settings.DELLM_PAGE_SIZE
+        limit = settings.DELLM_MAX_PAGE_SIZE
+        if not raw.isdigit() or not 1 <= int(raw) <= limit:
+            raise ValidationFailed(
+                f"page_size must be a whole number from 1 to {limit}.", fields={"page_size": "out of range"}
+            )
+        return int(raw)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] |= {"minimum": 1, "maximum": settings.DELLM_MAX_PAGE_SIZE}
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"] |= {"minimum": 1}
+        return parameters
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"})
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+
+
+class TokenView(ObtainAuthToken):
+    """`POST /api/auth/token/`: trade a username and password for an API token."""
+
+    @extend_schema(
+        request=TokenRequestSerializer,
+        responses={200: TokenSerializer, **errors(400, 415)},
+        auth=[],
+        operation_id="auth_token_create",
+    )
+    def post(self, request, *args, **kwargs):
+        return super().post(request, *args, **kwargs)

@@ -1,0 +1,158 @@
+"""JSON shapes of deletions, dependents, the graph and the export (API.md)."""
+
+from rest_framework import serializers
+
+from chat.models import Message
+from chat.serializers import MessageSerializer, ThreadSerializer
+from provenance.models import DeletionRequest
+from provenance.selectors import LABEL_CHARS
+
+
+class DeletionSerializer(serializers.ModelSerializer):
+    """A deletion request and its outcome: ids and counts, never text."""
+
+    matched = serializers.ListField(source="matched_ids", child=serializers.IntegerField())
+    dependents = serializers.ListField(source="dependent_ids", child=serializers.IntegerField())
+    deleted = serializers.ListField(
+        source="deleted_ids", child=serializers.IntegerField(), help_text="Filled in when confirmed."
+    )
+    total = serializers.IntegerField(help_text="Matched plus dependents.")
+    explanations = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="For each dependent id, a path [matched id, ..., dependent id].",
+    )
+
+    class Meta:
+        model = DeletionRequest
+        fields = [
+            "id",
+            "status",
+            "mode",
+            "selector",
+            "resolved_selector",
+            "threshold",
+            "depth",
+            "expire_at",
+            "matched",
+            "dependents",
+            "deleted",
+            "total",
+            "explanations",
+            "outcome",
+            "created_at",
+            "confirmed_at",
+            "executed_at",
+            "undone_at",
+        ]
+
+
+class ChatDeletionSerializer(serializers.Serializer):
+    deletion = DeletionSerializer()
+
+
+class SelectSerializer(serializers.Serializer):
+    """Exactly one of ids, exact, semantic or request."""
+
+    ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Message ids.")
+    exact = serializers.CharField(required=False, trim_whitespace=False, help_text="A phrase, case-insensitive.")
+    semantic = serializers.CharField(required=False, trim_whitespace=False, help_text="Text matched by meaning.")
+    threshold = serializers.FloatField(
+        required=False, allow_null=True, help_text="Cosine similarity from -1 to 1, with `semantic` only."
+    )
+    request = serializers.CharField(
+        required=False, trim_whitespace=False, help_text="Natural language: “forget that I live in Paris”."
+    )
+
+
+class DeletionInputSerializer(serializers.Serializer):
+    select = SelectSerializer()
+    mode = serializers.ChoiceField(choices=DeletionRequest.Mode.choices)
+    expire_at = serializers.DateTimeField(required=False, allow_null=True, help_text="ISO-8601; `expire` only.")
+    depth = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Taint level limit, >= 0; omit for the full Dep(M)."
+    )
+
+
+class DependentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    status = serializers.CharField()
+    path = serializers.ListField(child=serializers.IntegerField(), help_text="Ids from the root to this message.")
+
+
+class DependentsSerializer(serializers.Serializer):
+    root = serializers.IntegerField()
+    dependents = DependentSerializer(many=True)
+    count = serializers.IntegerField()
+
+
+class DependentsQuerySerializer(serializers.Serializer):
+    depth = serializers.IntegerField(required=False, min_value=0, help_text="Taint level limit; default none.")
+
+
+class GraphQuerySerializer(serializers.Serializer):
+    thread = serializers.IntegerField(required=False, help_text="Only this thread's messages.")
+    include_deleted = serializers.BooleanField(
+        required=False, default=False, help_text="Also show deleted, purged messages."
+    )
+
+
+class NodeDataSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    status = serializers.CharField()
+    label = serializers.SerializerMethodField()
+    thread = serializers.IntegerField(source="thread_id")
+
+    def get_label(self, message: Message) -> str:
+        head = f"#{message.seq} {message.role}"
+        if message.status == Message.Status.PURGED:
+            return head
+        snippet = message.snippet
+        if len(snippet) > LABEL_CHARS:
+            snippet = snippet[:LABEL_CHARS].rstrip() + "…"
+        return f"{head}: {' '.join(snippet.split())}"
+
+
+class NodeSerializer(serializers.Serializer):
+    data = NodeDataSerializer(source="*")
+
+
+class EdgeDataSerializer(serializers.Serializer):
+    id = serializers.SerializerMethodField()
+    source = serializers.IntegerField(source="source_id")
+    target = serializers.IntegerField(source="target_id")
+    score = serializers.FloatField()
+    rank = serializers.IntegerField()
+
+    def get_id(self, edge) -> str:
+        return f"e{edge.source_id}-{edge.target_id}"
+
+
+class EdgeSerializer(serializers.Serializer):
+    data = EdgeDataSerializer(source="*")
+
+
+class GraphSerializer(serializers.Serializer):
+    """Cytoscape.js elements."""
+
+    nodes = NodeSerializer(many=True)
+    edges = EdgeSerializer(many=True)
+
+
+class ExportEdgeSerializer(serializers.Serializer):
+    source = serializers.IntegerField(source="source_id")
+    target = serializers.IntegerField(source="target_id")
+    score = serializers.FloatField()
+    rank = serializers.IntegerField()
+
+
+class ExportSerializer(serializers.Serializer):
+    exported_at = serializers.DateTimeField()
+    username = serializers.CharField()
+    threads = ThreadSerializer(many=True)
+    messages = MessageSerializer(many=True, help_text="Active messages only.")
+    edges = ExportEdgeSerializer(many=True, help_text="Edges among the exported messages.")
+    deletions = DeletionSerializer(many=True, help_text="Deletion history: ids and counts, no deleted text.")

@@ -1,0 +1,153 @@
+"""HTTP API for deletions, provenance and export. Each view: validate -> one service or selector -> serialize."""
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat import selectors as chat_selectors
+from dellm_site.api import errors
+from dellm_site.errors import ValidationFailed
+from provenance import selectors, services
+from provenance.requests import resolve_deletion_request
+from provenance.serializers import (
+    DeletionInputSerializer,
+    DeletionSerializer,
+    DependentsQuerySerializer,
+    DependentsSerializer,
+    ExportSerializer,
+    GraphQuerySerializer,
+    GraphSerializer,
+)
+
+
+def _valid(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _selection(*, owner, select: dict) -> dict:
+    """`deletion_preview` keyword arguments for the body's `select`."""
+    if "request" not in select:
+        return {key: select[key] for key in ("ids", "exact", "semantic", "threshold") if key in select}
+    if any(key in select for key in ("ids", "exact", "semantic")):
+        raise ValidationFailed(
+            "Select messages with exactly one of ids, exact, semantic or request.", fields={"select": "one selector"}
+        )
+    selection = resolve_deletion_request(owner=owner, text=select["request"])
+    if "threshold" in select:
+        selection["threshold"] = select["threshold"]
+    return selection | {"selector": "request"}
+
+
+class DeletionListView(APIView):
+    @extend_schema(responses={200: DeletionSerializer(many=True), **errors()}, summary="The caller's deletion history")
+    def get(self, request):
+        return Response(DeletionSerializer(selectors.deletion_list(owner=request.user), many=True).data)
+
+    @extend_schema(
+        request=DeletionInputSerializer,
+        responses={
+            201: OpenApiResponse(DeletionSerializer, description="A preview; nothing has changed yet."),
+            **errors(400, 404, 415),
+        },
+        summary="Preview a deletion",
+    )
+    def post(self, request):
+        data = _valid(DeletionInputSerializer, request.data)
+        deletion = services.deletion_preview(
+            owner=request.user,
+            actor=request.user,
+            mode=data["mode"],
+            depth=data.get("depth"),
+            expire_at=data.get("expire_at"),
+            **_selection(owner=request.user, select=data["select"]),
+        )
+        return Response(DeletionSerializer(deletion).data, status=status.HTTP_201_CREATED)
+
+
+class DeletionDetailView(APIView):
+    @extend_schema(responses={200: DeletionSerializer, **errors(404)}, summary="One deletion")
+    def get(self, request, deletion_id: int):
+        return Response(DeletionSerializer(selectors.deletion_get(owner=request.user, deletion_id=deletion_id)).data)
+
+
+class DeletionConfirmView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: DeletionSerializer, **errors(404, 409)},
+        summary="Confirm a previewed deletion (executes it, or schedules an expiry)",
+    )
+    def post(self, request, deletion_id: int):
+        deletion = services.deletion_confirm(
+            deletion_id=deletion_id, owner_id=request.user.pk, confirmed_by=request.user
+        )
+        return Response(DeletionSerializer(deletion).data)
+
+
+class DeletionCancelView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: DeletionSerializer, **errors(404, 409)},
+        summary="Cancel a preview or a scheduled expiry",
+    )
+    def post(self, request, deletion_id: int):
+        deletion = services.deletion_cancel(deletion_id=deletion_id, owner_id=request.user.pk)
+        return Response(DeletionSerializer(deletion).data)
+
+
+class DeletionUndoView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: DeletionSerializer, **errors(404, 409)},
+        summary="Undo an executed soft deletion",
+    )
+    def post(self, request, deletion_id: int):
+        deletion = services.deletion_undo(deletion_id=deletion_id, owner_id=request.user.pk)
+        return Response(DeletionSerializer(deletion).data)
+
+
+class DependentsView(APIView):
+    @extend_schema(
+        parameters=[DependentsQuerySerializer],
+        responses={200: DependentsSerializer, **errors(400, 404)},
+        summary="Dep(m) minus m, with explanation paths",
+    )
+    def get(self, request, message_id: int):
+        depth = _valid(DependentsQuerySerializer, request.query_params).get("depth")
+        dependents = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
+        body = {"root": message_id, "dependents": dependents, "count": len(dependents)}
+        return Response(DependentsSerializer(body).data)
+
+
+class GraphView(APIView):
+    @extend_schema(
+        parameters=[GraphQuerySerializer],
+        responses={200: GraphSerializer, **errors(400, 404)},
+        summary="The provenance graph as Cytoscape.js elements",
+    )
+    def get(self, request):
+        query = _valid(GraphQuerySerializer, request.query_params)
+        nodes = selectors.graph_nodes(
+            owner=request.user, thread_id=query.get("thread"), include_deleted=query["include_deleted"]
+        )
+        edges = selectors.graph_edges(owner=request.user, nodes=nodes)
+        return Response(GraphSerializer({"nodes": nodes, "edges": edges}).data)
+
+
+class ExportView(APIView):
+    @extend_schema(responses={200: ExportSerializer, **errors()}, summary="All of the caller's data, portable")
+    def get(self, request):
+        owner = request.user
+        messages = chat_selectors.message_list(owner=owner)
+        body = {
+            "exported_at": timezone.now(),
+            "username": owner.get_username(),
+            "threads": chat_selectors.thread_list(owner=owner),
+            "messages": chat_selectors.with_edges(list(messages)),
+            "edges": selectors.graph_edges(owner=owner, nodes=messages),
+            "deletions": selectors.deletion_list(owner=owner),
+        }
+        return Response(ExportSerializer(body).data)
