@@ -19,7 +19,9 @@ class Embedder(Protocol):
     model_name: str
     dim: int
 
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
+    def embed(self, texts: list[str]) -> list[list[float] | None]:
+        """Unit vectors; None for a text with nothing to embed (it matches nothing)."""
+        ...
 
 
 class WordLlamaEmbedder:
@@ -39,9 +41,12 @@ class WordLlamaEmbedder:
         self.model_name = "wordllama-l2_supercat-256"
         self.dim = 256
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = self._model.embed(list(texts), norm=True)
-        return np.asarray(vectors, dtype=np.float32).tolist()
+    def embed(self, texts: list[str]) -> list[list[float] | None]:
+        vectors = np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float64)
+        norms = np.linalg.norm(vectors, axis=1)
+        # A text without known tokens embeds to zero; its cosine similarity
+        # would be NaN, which PostgreSQL sorts above every threshold.
+        return [(v / n).astype(np.float32).tolist() if n > 0 else None for v, n in zip(vectors, norms, strict=True)]
 
 
 class OpenAIEmbedder:
@@ -79,5 +84,5 @@ def get_embedder() -> Embedder:
     return WordLlamaEmbedder(cache_dir=Path(settings.DELLM_DATA_DIR) / "wordllama")
 
 
-def embed_one(text: str) -> list[float]:
+def embed_one(text: str) -> list[float] | None:
     return get_embedder().embed([text])[0]

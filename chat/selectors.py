@@ -46,9 +46,10 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
     Always the same owner's live messages only; `message` itself is not
     included (the caller adds it as the query).
     """
-    if policy == "none":
+    # A message with nothing to embed has no neighbours by similarity.
+    if policy == "none" or (policy == "relevant" and message.embedding is None):
         return []
-    query = vector_literal(message.embedding)
+    query = None if message.embedding is None else vector_literal(message.embedding)
     params = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
     if policy == "relevant":
         sql = _RELEVANT_SQL

@@ -106,6 +106,8 @@ def message_embed(*, message_id: int) -> Message | None:
     if message is None or message.embedding is not None or not message.is_live:
         return message
     vector = embed_one(message.content)
+    if vector is None:
+        return message
     Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
         embedding=vector, embedding_model=settings.DELLM_EMBEDDING_MODEL
     )
@@ -138,7 +140,7 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
             role=Message.Role.ASSISTANT,
             content=text,
             embedding=embedding,
-            embedding_model=settings.DELLM_EMBEDDING_MODEL,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
         )
         edges = [ContextEdge(owner_id=turn.owner_id, source_id=user_message.id, target=reply, rank=0, score=1.0)]
         edges += [

@@ -58,6 +58,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=60)}
+# A socket directory given as `?host=` lands in OPTIONS; dbshell and pg_dump
+# read HOST, so move it there.
+if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"]:
+    DATABASES["default"]["HOST"] = DATABASES["default"]["OPTIONS"].pop("host")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -110,3 +110,15 @@ def test_context_never_crosses_owners(owner, other_owner, thread):
     turn = chat(thread, "What is my secret code?")
     assert turn.reply.content == "I don't have anything in memory about that yet."
     assert set(turn.reply.in_edges.values_list("source_id", flat=True)) == {turn.user_message_id}
+
+
+def test_message_without_a_vector_has_no_neighbours(owner, thread):
+    from chat.selectors import context_retrieve
+    from tests.factories import make_message, unit_vector
+
+    make_message(thread, "I live in Paris.", embedding=unit_vector(1))
+    blank = make_message(thread, "", embedding=None)
+    assert context_retrieve(message=blank, policy="relevant", k=5, threshold=-1, window=5) == []
+    assert [item.content for item in context_retrieve(message=blank, policy="full", k=5, threshold=-1, window=5)] == [
+        "I live in Paris."
+    ]

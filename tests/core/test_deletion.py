@@ -1,0 +1,256 @@
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from chat.models import Message
+from dellm_site.errors import Conflict, NotFound, ValidationFailed
+from provenance import services
+from provenance.models import ContextEdge, DeletionRequest
+from provenance.selectors import taint_violations
+from tests.factories import make_edge, make_message, make_thread, unit_vector
+
+
+@pytest.fixture
+def graph(thread):
+    """m1 -> m2 -> m3, m1 -> m4, and an unrelated m5 -> m6."""
+    texts = ["I live in Paris", "Noted: Paris", "Paris is lovely", "Noted again", "I like tea", "Noted: tea"]
+    m = {i: make_message(thread, texts[i - 1], embedding=unit_vector(i)) for i in range(1, 7)}
+    for source, target in [(1, 2), (2, 3), (1, 4), (5, 6)]:
+        make_edge(m[source], m[target])
+    return m
+
+
+def snapshot(owner) -> dict:
+    """Every message's full state and every edge: what I2 compares."""
+    messages = {
+        row["id"]: row
+        for row in Message.objects.filter(owner=owner).values(
+            "id", "status", "content", "embedding", "deleted_by_id", "expires_at"
+        )
+    }
+    for row in messages.values():
+        row["embedding"] = None if row["embedding"] is None else list(row["embedding"])
+    edges = set(ContextEdge.objects.filter(owner=owner).values_list("source_id", "target_id", "rank", "score"))
+    return {"messages": messages, "edges": edges}
+
+
+def preview(owner, **kwargs) -> DeletionRequest:
+    return services.deletion_preview(owner=owner, actor=owner, **{"mode": "soft", **kwargs})
+
+
+def confirm(owner, deletion) -> DeletionRequest:
+    return services.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+
+
+def ids(m, *keys) -> list[int]:
+    return sorted(m[k].pk for k in keys)
+
+
+def test_preview_changes_nothing_and_explains(owner, graph):
+    before = snapshot(owner)
+    deletion = preview(owner, ids=[graph[1].pk])
+    assert snapshot(owner) == before
+    assert (deletion.status, deletion.matched_ids, deletion.dependent_ids) == (
+        "previewed",
+        [graph[1].pk],
+        ids(graph, 2, 3, 4),
+    )
+    assert deletion.explanations == {
+        str(graph[2].pk): [graph[1].pk, graph[2].pk],
+        str(graph[3].pk): [graph[1].pk, graph[2].pk, graph[3].pk],
+        str(graph[4].pk): [graph[1].pk, graph[4].pk],
+    }
+
+
+def test_soft_delete_removes_exactly_dep_and_undo_restores_it(owner, graph):
+    before = snapshot(owner)
+    deletion = confirm(owner, preview(owner, ids=[graph[1].pk]))
+    assert deletion.status == "executed"
+    assert deletion.deleted_ids == ids(graph, 1, 2, 3, 4)
+    statuses = dict(Message.objects.filter(owner=owner).values_list("id", "status"))
+    assert [statuses[graph[i].pk] for i in range(1, 7)] == ["deleted"] * 4 + ["active"] * 2
+    assert taint_violations(owner_id=owner.pk) == []
+
+    undone = services.deletion_undo(deletion_id=deletion.pk, owner_id=owner.pk)
+    assert undone.status == "undone"
+    assert snapshot(owner) == before
+
+
+def test_purge_destroys_content_and_keeps_tombstones(owner, graph):
+    deletion = confirm(owner, preview(owner, ids=[graph[2].pk], mode="purge"))
+    assert deletion.deleted_ids == ids(graph, 2, 3)
+    for message in Message.objects.filter(pk__in=deletion.deleted_ids):
+        assert (message.status, message.content, message.embedding, message.role) == (
+            "purged",
+            "",
+            None,
+            "user",
+        )
+    assert Message.objects.get(pk=graph[1].pk).content == "I live in Paris"
+    with pytest.raises(Conflict):
+        services.deletion_undo(deletion_id=deletion.pk, owner_id=owner.pk)
+
+
+def test_exact_selection_is_case_insensitive_substring(owner, graph):
+    deletion = preview(owner, exact="PARIS")
+    assert deletion.matched_ids == ids(graph, 1, 2, 3)
+    assert deletion.dependent_ids == ids(graph, 4)
+    assert deletion.resolved_selector == "exact"
+
+
+def test_semantic_selection_uses_threshold(owner, thread, monkeypatch):
+    close = make_message(thread, "near", embedding=unit_vector(1))
+    make_message(thread, "far", embedding=unit_vector(2))
+    monkeypatch.setattr(services, "embed_one", lambda text: unit_vector(1))
+    assert preview(owner, semantic="anything", threshold=0.99).matched_ids == [close.pk]
+    assert len(preview(owner, semantic="anything", threshold=-1).matched_ids) == 2
+
+
+def test_depth_limited_deletion_is_recorded_and_tolerated_by_the_check(owner, graph):
+    deletion = confirm(owner, preview(owner, ids=[graph[1].pk], depth=1))
+    assert deletion.deleted_ids == ids(graph, 1, 2, 4)
+    assert "taint depth limited to 1" in deletion.outcome
+    assert Message.objects.get(pk=graph[3].pk).status == "active"
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_confirm_recomputes_dep_with_replies_made_after_the_preview(owner, thread, graph):
+    deletion = preview(owner, ids=[graph[1].pk])
+    late = make_message(thread, "a later reply", role="assistant")
+    make_edge(graph[4], late)
+    done = confirm(owner, deletion)
+    assert late.pk in done.deleted_ids
+    assert late.pk in done.dependent_ids
+
+
+def test_confirm_twice_is_harmless(owner, graph):
+    first = confirm(owner, preview(owner, ids=[graph[5].pk]))
+    second = services.deletion_confirm(deletion_id=first.pk, owner_id=owner.pk, confirmed_by=owner)
+    assert (second.status, second.deleted_ids) == (first.status, first.deleted_ids)
+
+
+def test_empty_selection_confirms_as_a_noop(owner, graph):
+    before = snapshot(owner)
+    deletion = confirm(owner, preview(owner, exact="no such words"))
+    assert (deletion.total, deletion.deleted_ids, deletion.status) == (0, [], "executed")
+    assert snapshot(owner) == before
+
+
+def test_cancel_preview_then_confirm_is_refused(owner, graph):
+    deletion = services.deletion_cancel(deletion_id=preview(owner, ids=[graph[1].pk]).pk, owner_id=owner.pk)
+    assert deletion.status == "cancelled"
+    with pytest.raises(Conflict):
+        confirm(owner, deletion)
+
+
+def test_expire_marks_matched_then_fires_with_recomputed_dep(owner, thread, graph):
+    when = timezone.now() + timedelta(hours=1)
+    deletion = confirm(owner, preview(owner, ids=[graph[1].pk], mode="expire", expire_at=when))
+    assert deletion.status == "scheduled"
+    assert Message.objects.get(pk=graph[1].pk).status == "expiring"
+    late = make_message(thread, "derived meanwhile", role="assistant")
+    make_edge(graph[1], late)
+
+    assert services.deletions_due() == []
+    assert services.deletion_fire(deletion_id=deletion.pk).status == "scheduled"
+    fired = services.deletion_fire(deletion_id=deletion.pk, now=when + timedelta(seconds=1))
+    assert fired.status == "executed"
+    assert fired.deleted_ids == sorted([*ids(graph, 1, 2, 3, 4), late.pk])
+    assert set(Message.objects.filter(pk__in=fired.deleted_ids).values_list("status", flat=True)) == {"purged"}
+
+
+def test_cancel_scheduled_expiry_restores_status(owner, graph):
+    when = timezone.now() + timedelta(hours=1)
+    deletion = confirm(owner, preview(owner, ids=[graph[1].pk], mode="expire", expire_at=when))
+    services.deletion_cancel(deletion_id=deletion.pk, owner_id=owner.pk)
+    message = Message.objects.get(pk=graph[1].pk)
+    assert (message.status, message.expires_at, message.deleted_by_id) == ("active", None, None)
+
+
+def test_undo_is_refused_when_a_later_purge_took_some_messages(owner, graph):
+    soft = confirm(owner, preview(owner, ids=[graph[2].pk]))
+    confirm(owner, preview(owner, ids=[graph[3].pk], mode="purge"))
+    before = snapshot(owner)
+    with pytest.raises(Conflict):
+        services.deletion_undo(deletion_id=soft.pk, owner_id=owner.pk)
+    assert snapshot(owner) == before
+
+
+def test_undo_is_refused_while_an_ancestor_is_removed_by_another_deletion(owner, graph):
+    inner = confirm(owner, preview(owner, ids=[graph[2].pk]))
+    outer = confirm(owner, preview(owner, ids=[graph[1].pk]))
+    assert outer.deleted_ids == ids(graph, 1, 4)
+    before = snapshot(owner)
+    with pytest.raises(Conflict, match="undo that one first"):
+        services.deletion_undo(deletion_id=inner.pk, owner_id=owner.pk)
+    assert snapshot(owner) == before
+    services.deletion_undo(deletion_id=outer.pk, owner_id=owner.pk)
+    services.deletion_undo(deletion_id=inner.pk, owner_id=owner.pk)
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_audit_row_never_holds_text(owner, graph):
+    deletion = confirm(owner, preview(owner, exact="I live in Paris", mode="purge"))
+    row = DeletionRequest.objects.filter(pk=deletion.pk).values().get()
+    assert "Paris" not in repr(row)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"exact": ""}, ValidationFailed),
+        ({"exact": "   "}, ValidationFailed),
+        ({"semantic": ""}, ValidationFailed),
+        ({"ids": []}, ValidationFailed),
+        ({"ids": ["1"]}, ValidationFailed),
+        ({"ids": [True]}, ValidationFailed),
+        ({"ids": [10**12]}, NotFound),
+        ({"ids": [1], "exact": "x"}, ValidationFailed),
+        ({}, ValidationFailed),
+        ({"exact": "Paris", "depth": -1}, ValidationFailed),
+        ({"exact": "Paris", "depth": 1.5}, ValidationFailed),
+        ({"semantic": "Paris", "threshold": 1.5}, ValidationFailed),
+        ({"semantic": "Paris", "threshold": -1.01}, ValidationFailed),
+        ({"semantic": "Paris", "threshold": float("nan")}, ValidationFailed),
+        ({"exact": "Paris", "threshold": 0.5}, ValidationFailed),
+        ({"exact": "Paris", "mode": "shred"}, ValidationFailed),
+        ({"exact": "Paris", "mode": "expire"}, ValidationFailed),
+        ({"exact": "Paris", "mode": "expire", "expire_at": "tomorrow"}, ValidationFailed),
+        ({"exact": "Paris", "mode": "soft", "expire_at": timezone.now() + timedelta(days=1)}, ValidationFailed),
+    ],
+)
+def test_bad_input_raises_domain_error_and_changes_nothing(owner, graph, kwargs, error):
+    before = snapshot(owner)
+    with pytest.raises(error):
+        preview(owner, **kwargs)
+    assert snapshot(owner) == before
+    assert not DeletionRequest.objects.exists()
+
+
+def test_expire_at_in_the_past_is_refused(owner, graph):
+    with pytest.raises(ValidationFailed, match="future"):
+        preview(owner, ids=[graph[1].pk], mode="expire", expire_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_other_owners_ids_are_not_found_and_nothing_changes(owner, other_owner, graph):
+    theirs = make_message(make_thread(other_owner), "their secret")
+    before = snapshot(owner)
+    with pytest.raises(NotFound):
+        preview(owner, ids=[graph[1].pk, theirs.pk])
+    deletion = preview(owner, ids=[graph[1].pk])
+    with pytest.raises(NotFound):
+        services.deletion_confirm(deletion_id=deletion.pk, owner_id=other_owner.pk, confirmed_by=other_owner)
+    with pytest.raises(NotFound):
+        services.deletion_undo(deletion_id=deletion.pk, owner_id=other_owner.pk)
+    assert snapshot(owner) == before
+    assert Message.objects.get(pk=theirs.pk).status == "active"
+
+
+def test_dellm_check_names_offenders(owner, graph, capsys):
+    call_command("dellm_check")
+    Message.objects.filter(pk=graph[1].pk).update(status="deleted")
+    with pytest.raises(CommandError, match="I1 violated by 2 messages"):
+        call_command("dellm_check")
+    assert f"message {graph[2].pk} is live but was generated from {graph[1].pk}" in capsys.readouterr().err
