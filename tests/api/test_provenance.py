@@ -1,0 +1,143 @@
+"""Deletions, dependents, graph and export over HTTP."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from chat.models import Message
+from provenance.models import DeletionRequest
+from tests.factories import make_edge, make_message
+
+
+def chain(thread):
+    """#1 -> #2 -> #3, and #4 unrelated."""
+    a = make_message(thread, "I live in Paris")
+    b = make_message(thread, "Noted Paris", role="assistant")
+    c = make_message(thread, "You live in Paris", role="assistant")
+    make_edge(a, b, rank=0, score=1.0)
+    make_edge(b, c, rank=1, score=0.7)
+    d = make_message(thread, "I like tea")
+    return a, b, c, d
+
+
+def test_deletion_preview_confirm_and_undo(api, thread):
+    a, b, c, d = chain(thread)
+    preview = api.post("/api/deletions/", {"select": {"ids": [a.pk]}, "mode": "soft"}, format="json")
+    assert preview.status_code == 201
+    body = preview.json()
+    assert (body["status"], body["matched"], body["dependents"], body["total"]) == (
+        "previewed",
+        [a.pk],
+        [b.pk, c.pk],
+        3,
+    )
+    assert body["explanations"] == {str(b.pk): [a.pk, b.pk], str(c.pk): [a.pk, b.pk, c.pk]}
+    assert Message.objects.filter(status="active").count() == 4
+
+    done = api.post(f"/api/deletions/{body['id']}/confirm/").json()
+    assert (done["status"], done["deleted"]) == ("executed", [a.pk, b.pk, c.pk])
+    assert [m["id"] for m in api.get("/api/messages/").json()["results"]] == [d.pk]
+    assert [m["id"] for m in api.get("/api/messages/?status=deleted").json()["results"]] == [a.pk, b.pk, c.pk]
+
+    undone = api.post(f"/api/deletions/{body['id']}/undo/").json()
+    assert undone["status"] == "undone"
+    assert [m["id"] for m in api.get("/api/messages/").json()["results"]] == [a.pk, b.pk, c.pk, d.pk]
+    history = api.get("/api/deletions/").json()
+    assert [h["id"] for h in history] == [body["id"]]
+    assert "Paris" not in str(history)
+
+
+def test_deletion_cancel_and_conflicts(api, thread):
+    a, b, c, _ = chain(thread)
+    preview = api.post("/api/deletions/", {"select": {"exact": "paris"}, "mode": "purge"}, format="json").json()
+    assert preview["matched"] == [a.pk, b.pk, c.pk]
+    assert api.post(f"/api/deletions/{preview['id']}/cancel/").json()["status"] == "cancelled"
+    assert api.post(f"/api/deletions/{preview['id']}/confirm/").status_code == 409
+    assert api.post(f"/api/deletions/{preview['id']}/undo/").status_code == 409
+    assert Message.objects.filter(status="active").count() == 4
+
+
+def test_purge_empties_content_and_is_shown_empty(api, thread):
+    a, b, c, _d = chain(thread)
+    preview = api.post("/api/deletions/", {"select": {"ids": [b.pk]}, "mode": "purge"}, format="json").json()
+    api.post(f"/api/deletions/{preview['id']}/confirm/")
+    purged = api.get(f"/api/messages/{b.pk}/").json()
+    assert (purged["status"], purged["content"]) == ("purged", "")
+    nodes = api.get("/api/graph/?include_deleted=true").json()["nodes"]
+    assert {n["data"]["id"]: n["data"]["label"] for n in nodes}[b.pk] == "#2 assistant"
+    assert api.get(f"/api/messages/{a.pk}/").json()["derived"] == []
+    assert api.get(f"/api/messages/{c.pk}/").json()["context"] == [b.pk]
+
+
+def test_expire_is_scheduled(api, thread):
+    a, *_ = chain(thread)
+    at = (timezone.now() + timedelta(days=1)).isoformat()
+    preview = api.post("/api/deletions/", {"select": {"ids": [a.pk]}, "mode": "expire", "expire_at": at}, format="json")
+    assert preview.status_code == 201
+    done = api.post(f"/api/deletions/{preview.json()['id']}/confirm/").json()
+    assert done["status"] == "scheduled"
+    assert a.pk in [m["id"] for m in api.get("/api/messages/").json()["results"]]
+    assert api.get(f"/api/messages/{a.pk}/").json()["status"] == "expiring"
+
+
+def test_selection_matching_nothing_previews_total_zero(api, thread):
+    chain(thread)
+    body = api.post("/api/deletions/", {"select": {"exact": "Berlin"}, "mode": "soft"}, format="json").json()
+    assert (body["total"], body["matched"]) == (0, [])
+    assert api.post(f"/api/deletions/{body['id']}/confirm/").json()["deleted"] == []
+
+
+def test_request_selector_is_recorded(api, thread):
+    a, *_ = chain(thread)
+    body = api.post("/api/deletions/", {"select": {"request": "delete message 1"}, "mode": "purge"}, format="json")
+    assert body.json()["matched"] == [a.pk]
+    audit = DeletionRequest.objects.get(pk=body.json()["id"])
+    assert (audit.selector, audit.resolved_selector, audit.mode) == ("request", "ids", "purge")
+
+
+def test_dependents_with_paths_and_depth(api, thread):
+    a, b, c, _ = chain(thread)
+    body = api.get(f"/api/messages/{a.pk}/dependents/").json()
+    assert body == {
+        "root": a.pk,
+        "dependents": [
+            {"id": b.pk, "seq": 2, "role": "assistant", "status": "active", "path": [a.pk, b.pk]},
+            {"id": c.pk, "seq": 3, "role": "assistant", "status": "active", "path": [a.pk, b.pk, c.pk]},
+        ],
+        "count": 2,
+    }
+    assert api.get(f"/api/messages/{a.pk}/dependents/?depth=1").json()["count"] == 1
+    assert api.get(f"/api/messages/{a.pk}/dependents/?depth=0").json()["count"] == 0
+
+
+def test_graph_is_cytoscape_elements(api, thread):
+    a, b, c, _d = chain(thread)
+    make_message(thread, "x" * 60)
+    graph = api.get(f"/api/graph/?thread={thread.pk}").json()
+    assert graph["nodes"][0] == {
+        "data": {
+            "id": a.pk,
+            "seq": 1,
+            "role": "user",
+            "status": "active",
+            "label": "#1 user: I live in Paris",
+            "thread": thread.pk,
+        }
+    }
+    assert graph["nodes"][-1]["data"]["label"] == "#5 user: " + "x" * 40 + "…"
+    assert graph["edges"] == [
+        {"data": {"id": f"e{a.pk}-{b.pk}", "source": a.pk, "target": b.pk, "score": 1.0, "rank": 0}},
+        {"data": {"id": f"e{b.pk}-{c.pk}", "source": b.pk, "target": c.pk, "score": 0.7, "rank": 1}},
+    ]
+
+
+def test_export_has_live_messages_edges_and_history_without_deleted_text(api, owner, thread):
+    a, b, c, d = chain(thread)
+    preview = api.post("/api/deletions/", {"select": {"ids": [c.pk]}, "mode": "soft"}, format="json").json()
+    api.post(f"/api/deletions/{preview['id']}/confirm/")
+    export = api.get("/api/export/").json()
+    assert export["username"] == owner.username
+    assert [m["id"] for m in export["messages"]] == [a.pk, b.pk, d.pk]
+    assert export["edges"] == [{"source": a.pk, "target": b.pk, "score": 1.0, "rank": 0}]
+    assert [h["deleted"] for h in export["deletions"]] == [[c.pk]]
+    assert "You live in Paris" not in str(export)
