@@ -1,0 +1,120 @@
+"""Runs systems over datasets: share, ask, forget, ask again; collect scores (never text)."""
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from provenance.evaluation.datasets import Dataset, Scenario
+from provenance.evaluation.metrics import Judge, score_answer
+from provenance.evaluation.systems import EvalOwner, System
+from provenance.selectors import taint_violations
+
+
+def tick_none() -> None:
+    return None
+
+
+@dataclass
+class Results:
+    records: list[dict] = field(default_factory=list)
+    deletions: list[dict] = field(default_factory=list)
+
+
+def scenario_run(
+    *,
+    system: System,
+    dataset: str,
+    scenario: Scenario,
+    run_id: str,
+    judge: Judge | None,
+    results: Results,
+    tick: Callable[[], object],
+) -> None:
+    """One system on one scenario, in its own throwaway owner (deleted at the end, also on failure).
+
+    Steps: send every statement as a turn; ask every question (probes leave no
+    trace); forget each forget fact the system's way; ask every question again.
+    The deletion outcome counts live messages removed (probes excluded), the
+    retain facts among them, and the live messages still quoting a forget fact
+    verbatim (derived copies the deletion missed).
+    """
+    owner = EvalOwner(system=system, run_id=run_id, scenario_key=scenario.key)
+    base = {"dataset": dataset, "system": system.name, "scenario": scenario.key}
+    try:
+        ids = {}
+        for statement in scenario.statements:
+            ids[statement.key] = owner.say(statement.text)[0]
+            tick()
+        _ask_all(
+            owner=owner, scenario=scenario, phase="before", judge=judge, into=results.records, base=base, tick=tick
+        )
+        live_before = owner.live_ids()
+        for key in scenario.forget_keys:
+            owner.forget(message_id=ids[key], text=scenario.text_of(key))
+        removed = live_before - owner.live_ids()
+        forgotten = {ids[key] for key in scenario.forget_keys}
+        retained_facts = {ids[s.key] for s in scenario.statements if s.fact} - forgotten
+        results.deletions.append(
+            {
+                **base,
+                "deleted": len(removed),
+                "retain_facts_lost": len(removed & retained_facts),
+                "taint_violations": len(taint_violations(owner_id=owner.user.pk)),
+                "residual_copies": sum(owner.copies(scenario.text_of(key)) for key in scenario.forget_keys),
+            }
+        )
+        _ask_all(owner=owner, scenario=scenario, phase="after", judge=judge, into=results.records, base=base, tick=tick)
+    finally:
+        owner.close()
+
+
+def _ask_all(*, owner: EvalOwner, scenario: Scenario, phase: str, judge, into: list, base: dict, tick) -> None:
+    for question in scenario.questions:
+        answer = owner.ask(question.text)
+        tick()
+        score = score_answer(question=question.text, gold=question.gold, answer=answer, judge=judge)
+        into.append(
+            {
+                **base,
+                "question": question.key,
+                "forget": question.forget,
+                "phase": phase,
+                "rouge": round(score.rouge, 4),
+                "hit": score.hit,
+                "judge": score.judge,
+                "correct": score.correct,
+            }
+        )
+
+
+def evaluate(
+    *,
+    systems: list[System],
+    datasets: list[Dataset],
+    run_id: str,
+    judge: Judge | None,
+    progress: Callable[[str, int], object] | None = None,
+) -> Results:
+    """Every system on every scenario.
+
+    `progress(label, total)` returns a bar with `update()` and `close()`; it
+    counts chat turns (statements and probes).
+    """
+    results = Results()
+    for dataset in datasets:
+        turns = sum(len(s.statements) + 2 * len(s.questions) for s in dataset.scenarios)
+        for system in systems:
+            bar = progress(f"{dataset.name} {system.name}", turns) if progress else None
+            for scenario in dataset.scenarios:
+                scenario_run(
+                    system=system,
+                    dataset=dataset.name,
+                    scenario=scenario,
+                    run_id=run_id,
+                    judge=judge,
+                    results=results,
+                    tick=functools.partial(bar.update, 1) if bar is not None else tick_none,
+                )
+            if bar is not None:
+                bar.close()
+    return results

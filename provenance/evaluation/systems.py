@@ -1,0 +1,111 @@
+"""The compared systems, each a context policy plus a way to forget, on the real services.
+
+An `EvalOwner` is one throwaway user (`eval-` prefix) with one thread. Every
+message goes through `chat.services.turn_create` + `turn_run`; every removal
+through `provenance.services.deletion_preview` + `deletion_confirm`.
+"""
+
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+
+from chat.models import Message
+from chat.services import thread_create, turn_create, turn_run
+from provenance.services import deletion_confirm, deletion_preview
+
+DEFAULT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+USERNAME_PREFIX = "eval-"
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    policy: str
+    # provenance: purge the fact and Dep(fact), by id (DeLLM).
+    # none: nothing to forget with (no memory is ever used).
+    # instruction: ask the LLM to forget, in a message; nothing is removed.
+    # semantic: purge every message at cosine >= threshold to the fact, Dep not followed.
+    forgetting: str
+    threshold: float | None = None
+
+
+def system_parse(name: str) -> System:
+    if name == "dellm":
+        return System(name=name, policy="relevant", forgetting="provenance")
+    if name == "no_memory":
+        return System(name=name, policy="none", forgetting="none")
+    if name == "full_memory":
+        return System(name=name, policy="full", forgetting="instruction")
+    if name.startswith("semantic:"):
+        try:
+            threshold = float(name.removeprefix("semantic:"))
+        except ValueError:
+            raise ValueError(f"Bad threshold in system {name!r}.") from None
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"The threshold of {name!r} must be in (0, 1].")
+        return System(name=f"semantic:{threshold:g}", policy="full", forgetting="semantic", threshold=threshold)
+    raise ValueError(f"Unknown system {name!r}: use dellm, no_memory, full_memory or semantic:<threshold>.")
+
+
+def systems_default(thresholds=DEFAULT_THRESHOLDS) -> list[System]:
+    names = ["dellm", "no_memory", "full_memory", *(f"semantic:{t:g}" for t in thresholds)]
+    return [system_parse(name) for name in names]
+
+
+def run_id_new() -> str:
+    return secrets.token_hex(4)
+
+
+class EvalOwner:
+    """One system's throwaway user for one scenario; `close()` deletes it and all its data."""
+
+    def __init__(self, *, system: System, run_id: str, scenario_key: str):
+        slug = system.name.replace(":", "").replace(".", "")
+        self.user = get_user_model().objects.create_user(username=f"{USERNAME_PREFIX}{run_id}-{slug}-{scenario_key}")
+        self.thread = thread_create(owner=self.user, title="evaluation")
+        self.system = system
+
+    def say(self, text: str) -> tuple[int, str]:
+        """One chat turn; returns the stored user message's id and the reply."""
+        turn = turn_create(thread=self.thread, content=text, policy=self.system.policy, enqueue=False)
+        turn = turn_run(turn_id=turn.pk)
+        if turn.reply is None:
+            raise RuntimeError(f"Evaluation turn {turn.pk} ended {turn.status}: {turn.error}")
+        return turn.user_message_id, turn.reply.content
+
+    def ask(self, text: str) -> str:
+        """A probe: the reply to a question, leaving no trace in later contexts.
+
+        The question and its reply are soft-deleted right away, so probes never
+        answer later probes (TOFU answers restate their questions).
+        """
+        message_id, reply = self.say(text)
+        self._remove(mode="soft", ids=[message_id])
+        return reply
+
+    def live_ids(self) -> set[int]:
+        return set(Message.objects.filter(owner=self.user, status__in=Message.LIVE).values_list("pk", flat=True))
+
+    def copies(self, text: str) -> int:
+        """Live messages that still contain `text` (whitespace-normalized, as replies quote it)."""
+        quoted = " ".join(text.split())
+        return Message.objects.filter(owner=self.user, status__in=Message.LIVE, content__contains=quoted).count()
+
+    def forget(self, *, message_id: int, text: str) -> None:
+        """Forget one fact the way this system does."""
+        kind = self.system.forgetting
+        if kind == "provenance":
+            self._remove(mode="purge", ids=[message_id])
+        elif kind == "instruction":
+            self.say(f"Forget this: {text}")
+        elif kind == "semantic":
+            # depth=0: the semantic match only, none of what was derived from it.
+            self._remove(mode="purge", semantic=text, threshold=self.system.threshold, depth=0)
+
+    def _remove(self, *, mode: str, **select) -> None:
+        deletion = deletion_preview(owner=self.user, actor=self.user, mode=mode, **select)
+        deletion_confirm(deletion_id=deletion.pk, owner_id=self.user.pk, confirmed_by=self.user)
+
+    def close(self) -> None:
+        self.user.delete()
