@@ -155,13 +155,19 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
     return reply
 
 
-def turn_run(*, turn_id: int, on_token: Callable[[str], None] | None = None) -> Turn | None:
+def turn_run(
+    *,
+    turn_id: int,
+    on_token: Callable[[str], None] | None = None,
+    on_rebuild: Callable[[], None] | None = None,
+) -> Turn | None:
     """Generate and commit the reply of a turn.
 
     Steps: mark running; embed the user message; retrieve the context; call
     the LLM outside any transaction; embed the reply; commit under the owner's
     lock if the context is still live, else rebuild the context and try again
-    (at most DELLM_TURN_MAX_REBUILDS times). Upstream errors propagate to the
+    (at most DELLM_TURN_MAX_REBUILDS times; `on_rebuild` tells a streaming
+    client to drop the tokens it was sent). Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
     Safe to run twice: a turn that is already done is returned unchanged.
     """
@@ -198,6 +204,8 @@ def turn_run(*, turn_id: int, on_token: Callable[[str], None] | None = None) -> 
             _reply_commit(turn=turn, context=context, text=text, embedding=embed_one(text))
         except _ContextChanged:
             logger.info("turn %s: context changed during generation, rebuilding", turn.pk)
+            if on_rebuild is not None:
+                on_rebuild()
             continue
         turn.refresh_from_db()
         return turn

@@ -3,22 +3,39 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from chat import services
+from chat.streams import turn_publish
 from dellm_site.errors import UpstreamFailed
 
 logger = logging.getLogger(__name__)
 
-# Backoff for transient LLM/embedding faults: 2, 4, 8, 16, 32 s, then give up.
-MAX_RETRIES = 5
 
-
-@shared_task(name="chat.turn_run", bind=True, acks_late=True, max_retries=MAX_RETRIES)
+@shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def turn_run(self, *, turn_id: int) -> None:
+    """Generate a turn's reply; transient upstream faults retry with backoff.
+
+    acks_late + reject_on_worker_lost: a worker killed mid-turn hands the turn
+    to another worker. That is safe because the reply commits atomically and
+    only once (the turn leaves pending/running when it commits).
+    """
     try:
-        services.turn_run(turn_id=turn_id)
+        services.turn_run(
+            turn_id=turn_id,
+            on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
+            on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
+        )
     except UpstreamFailed as exc:
-        if exc.transient and self.request.retries < MAX_RETRIES:
-            logger.warning("turn %s: transient upstream fault, retry %s", turn_id, self.request.retries + 1)
-            raise self.retry(countdown=2 ** (self.request.retries + 1), exc=None) from None
+        retries = self.request.retries
+        if exc.transient and retries < settings.DELLM_LLM_MAX_RETRIES:
+            logger.warning("turn %s: transient upstream fault (%s), retry %s", turn_id, exc.code, retries + 1)
+            turn_publish(turn_id, "reset", {})
+            raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
         services.turn_fail(turn_id=turn_id, error=exc.message)
+    except Exception:
+        logger.exception("turn %s failed unexpectedly", turn_id)
+        services.turn_fail(turn_id=turn_id, error="Something went wrong while generating the reply; please retry.")
+        raise
+    finally:
+        turn_publish(turn_id, "changed", {})

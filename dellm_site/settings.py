@@ -98,6 +98,19 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("DELLM_CELERY_EAGER", False)
+CELERY_TASK_DEFAULT_QUEUE = env_str("DELLM_CELERY_QUEUE", "dellm")
+# A task whose worker died unacknowledged is handed out again after this long
+# (a pool child killed mid-task is requeued at once: reject_on_worker_lost).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BEAT_SCHEDULE = {
+    # Expiries also get a timer task at confirmation; this catches any whose
+    # timer was lost (broker flushed, worker down at the time).
+    "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
+}
+# Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
+# exponential backoff base * 2**n, at most this many times, then the turn fails.
+DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
+DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 
 # --- DeLLM ------------------------------------------------------------------
 DELLM_LLM = env_choice(

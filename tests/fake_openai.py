@@ -1,0 +1,84 @@
+"""A small OpenAI-compatible HTTP server for tests: the real `openai` client talks to it.
+
+Each request to /v1/chat/completions takes the next scripted behaviour:
+`("ok", text)`, `("status", code)` or `("sleep", seconds)`; when the script
+runs out, it answers "ok" with `default_text`. Requests are recorded.
+"""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeOpenAI:
+    def __init__(self, default_text: str = "A reply from the fake model."):
+        self.script: list[tuple] = []
+        self.requests: list[dict] = []
+        self.default_text = default_text
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                with fake._lock:
+                    fake.requests.append({"path": self.path, "body": body})
+                    step = fake.script.pop(0) if fake.script else ("ok", fake.default_text)
+                if step[0] == "sleep":
+                    time.sleep(step[1])
+                    step = ("ok", fake.default_text)
+                if step[0] == "status":
+                    self._json(step[1], {"error": {"message": f"scripted {step[1]}", "type": "test"}})
+                elif body.get("stream"):
+                    self._stream(step[1])
+                else:
+                    self._json(200, _completion(step[1]))
+
+            def _json(self, code, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, text):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for word in text.split(" "):
+                    chunk = _completion(word + " ", stream=True)
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _completion(text: str, stream: bool = False) -> dict:
+    choice = {"index": 0, "finish_reason": None if stream else "stop"}
+    if stream:
+        choice["delta"] = {"role": "assistant", "content": text}
+    else:
+        choice["message"] = {"role": "assistant", "content": text}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk" if stream else "chat.completion",
+        "created": int(time.time()),
+        "model": "fake-model",
+        "choices": [choice],
+    }
