@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from dellm_site.api import TokenView
@@ -7,7 +8,12 @@ from dellm_site.api import TokenView
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/auth/token/", TokenView.as_view(), name="api-token"),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # JSON first (`?format=yaml` for YAML), so errors here are JSON like everywhere else.
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(renderer_classes=[OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer]),
+        name="api-schema",
+    ),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("chat.urls")),
     path("api/", include("provenance.urls")),
