@@ -66,3 +66,11 @@ def test_schema_endpoint_serves_the_tested_schema(api):
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_api_conforms_to_its_schema(case, auth):
     case.call_and_validate(headers=auth, checks=CHECKS)
+
+
+def test_docs_page_and_yaml_schema_for_a_logged_in_user(owner, client):
+    client.force_login(owner)
+    assert client.get("/api/docs/").status_code == 200
+    yaml = client.get("/api/schema/?format=yaml")
+    assert yaml.status_code == 200
+    assert yaml.content.startswith(b"openapi: 3")
