@@ -48,6 +48,11 @@ _QUESTION_START = re.compile(
 QUOTE_LIMIT = 400
 
 
+def _is_question(text: str) -> bool:
+    text = text.strip()
+    return bool(_QUESTION_START.match(text)) or text.endswith("?")
+
+
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…"
@@ -57,16 +62,19 @@ class OfflineResponder:
     """Deterministic replies composed from the context, so information visibly flows.
 
     A question is answered by quoting, verbatim, the one or two most relevant
-    memories (the user's own words first, since replies already quote them);
-    a statement is acknowledged by repeating it, plus the closest memory.
+    memories that are not themselves questions (the user's own words first,
+    since replies already quote them); a statement is acknowledged by
+    repeating it, plus the closest memory.
     """
 
     name = "offline responder (no LLM)"
 
     def complete(self, *, context: list[ContextItem], user_message: str) -> str:
-        ranked = sorted(context, key=lambda item: (item.role != "user", -item.score, item.seq))
+        # Past questions carry no facts, so they are never quoted.
+        facts = [item for item in context if not _is_question(item.content)]
+        ranked = sorted(facts, key=lambda item: (item.role != "user", -item.score, item.seq))
         statement = " ".join(user_message.split())
-        if _QUESTION_START.match(statement) or statement.endswith("?"):
+        if _is_question(statement):
             if not ranked:
                 return "I don't have anything in memory about that yet."
             quotes = " ".join(f"“{_quote(item.content)}”" for item in ranked[:2])
