@@ -9,6 +9,8 @@ database. Publishing never fails a turn.
 import functools
 import json
 import logging
+import time
+from collections.abc import Callable, Iterator
 
 import redis
 from django.conf import settings
@@ -36,3 +38,44 @@ def turn_subscribe(turn_id: int) -> redis.client.PubSub:
     pubsub = _client().pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(channel(turn_id))
     return pubsub
+
+
+def sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+def turn_event_stream(
+    *, load: Callable[[], tuple[str, dict]], turn_id: int, timeout: float, poll: float = 0.5
+) -> Iterator[str]:
+    """Server-Sent Events for one turn: status changes, tokens, then the outcome.
+
+    `load()` returns the turn's current status and its JSON. The channel is
+    subscribed before the first read, so an outcome committed in between is
+    never missed; tokens that were published before the subscription are not
+    replayed, since the final `reply` event carries the whole text.
+    """
+    pubsub = turn_subscribe(turn_id)
+    try:
+        last_status = None
+        deadline = time.monotonic() + timeout
+        next_ping = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            status, body = load()
+            if status != last_status:
+                last_status = status
+                if status in ("done", "failed"):
+                    yield sse("reply" if status == "done" else "failed", {"turn": body})
+                    return
+                yield sse("status", {"status": status})
+            message = pubsub.get_message(timeout=poll)
+            while message is not None:
+                payload = json.loads(message["data"])
+                if payload["event"] in ("token", "reset"):
+                    yield sse(payload["event"], payload["data"])
+                message = pubsub.get_message(timeout=0)
+            if time.monotonic() >= next_ping:
+                next_ping = time.monotonic() + 15
+                yield ": ping\n\n"
+        yield sse("timeout", {"status": last_status})
+    finally:
+        pubsub.close()

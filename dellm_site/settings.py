@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "chat",
     "provenance",
 ]
@@ -36,6 +37,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dellm_site.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "dellm_site.urls"
@@ -75,7 +77,13 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "frontend" / "static"]
+STATICFILES_DIRS = [
+    BASE_DIR / "frontend" / "static",
+    # Third-party browser modules installed by `npm ci` (frontend/package.json),
+    # served as they are and mapped by the import map in base.html: no bundler.
+    ("vendor/cytoscape", BASE_DIR / "frontend" / "node_modules" / "cytoscape" / "dist"),
+    ("vendor/cytoscape-dagre", BASE_DIR / "frontend" / "node_modules" / "cytoscape-dagre" / "dist"),
+]
 STATIC_ROOT = BASE_DIR / ".dellm" / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -110,6 +118,8 @@ CELERY_BEAT_SCHEDULE = {
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
 DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
+# How long one Server-Sent Events stream for a turn may stay open.
+DELLM_SSE_TIMEOUT = env_float("DELLM_SSE_TIMEOUT", 300.0)
 DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 
 # --- DeLLM ------------------------------------------------------------------
@@ -169,6 +179,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/",
+    # Swagger UI and ReDoc from the drf-spectacular-sidecar wheel: the docs work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # API.md: every endpoint requires auth, the schema and its docs page too.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "ENUM_NAME_OVERRIDES": {

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    def __init__(self, default_text: str = "A reply from the fake model."):
+    def __init__(self, default_text: str = "A reply from the fake model.", chunk_delay: float = 0.0):
         self.script: list[tuple] = []
+        self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
         self.default_text = default_text
         self._lock = threading.Lock()
@@ -50,10 +51,12 @@ class FakeOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for word in text.split(" "):
-                    chunk = _completion(word + " ", stream=True)
+                words = text.split(" ")
+                for i, word in enumerate(words):
+                    chunk = _completion(word if i == len(words) - 1 else word + " ", stream=True)
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+                    time.sleep(fake.chunk_delay)
                 self.wfile.write(b"data: [DONE]\n\n")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
