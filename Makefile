@@ -9,6 +9,12 @@ PORT ?= 8000
 HOST ?= 127.0.0.1
 export PORT HOST
 
+# Settings from .env (see .env.example), if present.
+ifneq (,$(wildcard .env))
+include .env
+export
+endif
+
 .PHONY: run test setup lint stop bench eval
 
 $(VENV)/.installed: requirements.txt
