@@ -11,7 +11,7 @@ from dellm_site.celery import app as celery_app
 from provenance.evaluation.datasets import tofu_load
 from provenance.evaluation.metrics import judge_get, relations_check, summarize
 from provenance.evaluation.notes import NOTES
-from provenance.evaluation.personas import pf_generate
+from provenance.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
 from provenance.evaluation.report import report_write
 from provenance.evaluation.runner import evaluate
 from provenance.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse, systems_default
@@ -50,8 +50,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument(
+            "--write-pf-sample",
+            action="store_true",
+            help=f"Rewrite the committed PF sample ({SAMPLE_PATH.name}) and exit.",
+        )
 
     def handle(self, *args, **options):
+        if options["write_pf_sample"]:
+            SAMPLE_PATH.write_text("\n".join(pf_sample_lines()) + "\n", encoding="utf-8")
+            self.stdout.write(f"Wrote {SAMPLE_PATH}.")
+            return
         started = time.monotonic()
         try:
             systems = self._systems(options)
