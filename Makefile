@@ -46,3 +46,10 @@ test: setup lint
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
 	$(PY) manage.py makemigrations --check --dry-run; \
 	$(VENV)/bin/pytest
+
+# The paper's utility and deletion experiments, offline by default (< 15 min on 2 cores);
+# report.md, thresholds.png and results.json land in eval-results/.
+eval: setup
+	$(PY) -m dellm_site.embedded start
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py dellm_eval --out eval-results
