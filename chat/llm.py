@@ -77,8 +77,15 @@ class OfflineResponder:
         if _is_question(statement):
             if not ranked:
                 return "I don't have anything in memory about that yet."
-            quotes = " ".join(f"“{_quote(item.content)}”" for item in ranked[:2])
-            return f"From what you told me: {quotes}"
+            quotes: list[str] = []
+            for item in ranked:
+                text = _quote(item.content)
+                # "Noted: X" adds nothing next to X itself.
+                if not any(text in quoted or quoted in text for quoted in quotes):
+                    quotes.append(text)
+                if len(quotes) == 2:
+                    break
+            return "From what you told me: " + " ".join(f"“{quote}”" for quote in quotes)
         reply = f"Noted: {_quote(statement)}"
         if ranked:
             reply += f" (This connects to: “{_quote(ranked[0].content)}”)"

@@ -26,6 +26,9 @@ def test_offline_responder_quotes_the_most_relevant_memories():
     assert responder.complete(context=context, user_message="Where do I live?") == (
         "From what you told me: “I live in Paris.” “I like tea.”"
     )
+    assert responder.complete(context=context[:2], user_message="Where do I live?") == (
+        "From what you told me: “I live in Paris.”"
+    )
     assert responder.complete(context=[], user_message="Where do I live?") == (
         "I don't have anything in memory about that yet."
     )
