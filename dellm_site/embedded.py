@@ -43,6 +43,11 @@ def database_url() -> str:
     # cleanup_mode=None: the server outlives this process, so web, worker and
     # `manage.py dbshell` share one server instead of stopping each other's.
     server = pgserver.get_server(data_dir() / "pgdata", cleanup_mode=None)
+    # `manage.py dbshell` runs `psql` from PATH: use the client that ships
+    # with the server, so no system PostgreSQL install is needed.
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    os.environ["PATH"] = f"{POSTGRES_BIN_PATH}{os.pathsep}{os.environ.get('PATH', '')}"
     url = server.get_uri()
     os.environ["DATABASE_URL"] = url
     return url
