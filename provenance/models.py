@@ -44,6 +44,8 @@ class DeletionRequest(models.Model):
         EXECUTED = "executed"
         CANCELLED = "cancelled"
         UNDONE = "undone"
+        # Executed, but the receipt's checks failed: see `receipt`.
+        VERIFICATION_FAILED = "verification_failed"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="deletions")
     actor = models.ForeignKey(
@@ -63,7 +65,7 @@ class DeletionRequest(models.Model):
     mode = models.CharField(max_length=16, choices=Mode.choices)
     depth = models.PositiveIntegerField(null=True, blank=True, help_text="Taint level limit; null = full Dep.")
     expire_at = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PREVIEWED)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PREVIEWED)
     matched_ids = ArrayField(models.BigIntegerField(), default=list)
     dependent_ids = ArrayField(models.BigIntegerField(), default=list)
     deleted_ids = ArrayField(models.BigIntegerField(), default=list)
@@ -74,9 +76,14 @@ class DeletionRequest(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     executed_at = models.DateTimeField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
+    # The deletion receipt: what the checks run right after execution found,
+    # in ids and counts (provenance/verification.py). Null until executed.
+    receipt = models.JSONField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        permissions = [("run_subject_deletion", "Can run a deletion on a user's behalf (data-subject request)")]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="deletion_owner_recent"),
             models.Index(fields=["status", "expire_at"], name="deletion_due"),
@@ -96,3 +103,8 @@ class DeletionRequest(models.Model):
     @property
     def total(self) -> int:
         return len(self.matched_ids) + len(self.dependent_ids)
+
+    @property
+    def on_behalf(self) -> bool:
+        """Run by someone other than the owner: staff acting on a data-subject request."""
+        return self.actor_id is not None and self.actor_id != self.owner_id

@@ -8,6 +8,51 @@ from provenance.models import DeletionRequest
 from provenance.selectors import LABEL_CHARS
 
 
+class TaintCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    violations = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="[live message id, removed parent id] pairs: invariant I1 broken.",
+    )
+
+
+class GoneCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    checked = serializers.IntegerField(help_text="Matched and deleted ids checked.")
+    live = serializers.ListField(child=serializers.IntegerField(), help_text="Of those, the ones still live.")
+
+
+class ForgetCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    probes = serializers.IntegerField(help_text="Embeddings of deleted messages searched with.")
+    threshold = serializers.FloatField(help_text="Cosine similarity a neighbour needs (the context threshold).")
+    new_neighbours = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Live messages near a deleted one that were not before."
+    )
+
+
+class PurgeCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    checked = serializers.IntegerField()
+    with_content = serializers.ListField(child=serializers.IntegerField())
+    with_embedding = serializers.ListField(child=serializers.IntegerField())
+
+
+class ReceiptChecksSerializer(serializers.Serializer):
+    taint = TaintCheckSerializer()
+    gone = GoneCheckSerializer()
+    forget = ForgetCheckSerializer()
+    purge = PurgeCheckSerializer(allow_null=True, help_text="Purges and expiries only.")
+
+
+class ReceiptSerializer(serializers.Serializer):
+    """What the checks run right after execution found: ids and counts."""
+
+    passed = serializers.BooleanField()
+    failed = serializers.ListField(child=serializers.CharField(), help_text="Names of the checks that failed.")
+    checks = ReceiptChecksSerializer()
+
+
 class DeletionSerializer(serializers.ModelSerializer):
     """A deletion request and its outcome: ids and counts, never text."""
 
@@ -20,6 +65,9 @@ class DeletionSerializer(serializers.ModelSerializer):
     explanations = serializers.DictField(
         child=serializers.ListField(child=serializers.IntegerField()),
         help_text="For each dependent id, a path [matched id, ..., dependent id].",
+    )
+    receipt = ReceiptSerializer(
+        read_only=True, allow_null=True, help_text="The verification run after execution; null before."
     )
 
     class Meta:
@@ -43,6 +91,8 @@ class DeletionSerializer(serializers.ModelSerializer):
             "confirmed_at",
             "executed_at",
             "undone_at",
+            "receipt",
+            "verified_at",
         ]
 
 

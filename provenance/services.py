@@ -21,6 +21,7 @@ from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
 from provenance.selectors import dep_ids, explanation_paths
+from provenance.verification import ForgetProbe, deletion_verify, forget_probe
 
 logger = logging.getLogger(__name__)
 
@@ -182,9 +183,13 @@ def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     return deletion
 
 
-def _apply(*, deletion: DeletionRequest, purge: bool) -> list[int]:
-    """Recompute Dep(M) and remove it. Caller holds the owner's lock."""
+def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
+    """Recompute Dep(M) and remove it. Caller holds the owner's lock.
+
+    Returns the receipt's forget probe, read before a purge destroys the embeddings.
+    """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
+    probe = forget_probe(owner_id=deletion.owner_id, message_ids=members)
     targets = Message.objects.filter(owner_id=deletion.owner_id, pk__in=members)
     now = timezone.now()
     if purge:
@@ -223,7 +228,7 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> list[int]:
         + (f", taint depth limited to {deletion.depth}" if deletion.depth is not None else "")
         + ")"
     )
-    return removed
+    return probe
 
 
 def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> DeletionRequest:
@@ -231,12 +236,14 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> Deleti
 
     In one transaction under the owner's lock: recompute Dep(M) (replies may
     have appeared since the preview) and apply the mode; write the audit row.
-    After commit, a purge enqueues a VACUUM and an expire enqueues its timer.
+    After commit, a purge enqueues a VACUUM and an expire enqueues its timer,
+    and an executed deletion is verified (its receipt, `deletion_verify`).
     Confirming an executed or scheduled deletion again returns it unchanged.
     """
+    probe = None
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
-        if deletion.status in (Status.EXECUTED, Status.SCHEDULED):
+        if deletion.status in (Status.EXECUTED, Status.SCHEDULED, Status.VERIFICATION_FAILED):
             return deletion
         if deletion.status != Status.PREVIEWED:
             raise Conflict(f"This deletion is {deletion.status}; it can no longer be confirmed.")
@@ -253,9 +260,11 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> Deleti
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
         else:
-            _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE)
+            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE)
         deletion.save()
         _after_commit(deletion)
+    if probe is not None:
+        deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
     return deletion
 
@@ -274,7 +283,8 @@ def _after_commit(deletion: DeletionRequest) -> None:
 def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionRequest | None:
     """Carry out a scheduled expiry whose time has come (idempotent).
 
-    Dep(M) is recomputed now, and everything in it is purged.
+    Dep(M) is recomputed now, and everything in it is purged; then the
+    deletion is verified (its receipt, `deletion_verify`).
     """
     now = now or timezone.now()
     owner_id = DeletionRequest.objects.filter(pk=deletion_id).values_list("owner_id", flat=True).first()
@@ -284,11 +294,11 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status != Status.SCHEDULED or deletion.expire_at > now:
             return deletion
-        _apply(deletion=deletion, purge=True)
+        probe = _apply(deletion=deletion, purge=True)
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)
-    return deletion
+    return deletion_verify(deletion_id=deletion.pk, probe=probe)
 
 
 def deletions_due(*, now: datetime | None = None) -> list[int]:
@@ -329,7 +339,8 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status == Status.UNDONE:
             return deletion
-        if deletion.mode != Mode.SOFT or deletion.status != Status.EXECUTED:
+        # A soft deletion whose receipt failed still removed its messages; the owner may restore them.
+        if deletion.mode != Mode.SOFT or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
             raise Conflict("Only an executed soft deletion can be undone.")
         removed = set(deletion.deleted_ids)
         still = set(

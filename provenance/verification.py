@@ -1,0 +1,168 @@
+"""Deletion receipts: checks run right after a deletion executes, stored with its audit row.
+
+A receipt says, in ids and counts, whether the deletion happened completely:
+
+- `taint`: invariant I1 holds for the owner (no live message has a removed parent).
+- `gone`: none of the matched or deleted messages is live. This is how a
+  phrase (or semantic) selection is checked: its text is never stored and the
+  preview and the confirmation are separate requests, so the phrase cannot be
+  searched again after the fact; the ids it matched can.
+- `forget`: a nearest-neighbour search with the embedding of every message in
+  Dep(M) finds no live message, at the context threshold, that was not already
+  a neighbour just before execution. The embeddings are read inside the
+  deletion's transaction (a purge destroys them) and live only in memory, in a
+  `ForgetProbe`, until the check has run.
+- `purge` (purges and fired expiries): the deleted rows keep no content and no embedding.
+
+A failed check is loud: status `verification_failed`, an error log (ids
+only), and a warning on the admin's deletion audit.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from chat.models import Message
+from chat.selectors import vector_literal
+from dellm_site.locks import owner_lock
+from provenance.models import DeletionRequest
+from provenance.selectors import LIVE_STATUSES, taint_violations
+
+logger = logging.getLogger(__name__)
+
+Status = DeletionRequest.Status
+
+# Every pair (live message, probe) at or above the threshold. Exact, like
+# context retrieval: no index, so no neighbour is missed under the owner filter.
+_NEIGHBOURS_SQL = """
+SELECT DISTINCT m.id
+FROM chat_message m, unnest(%(probes)s::text[]) AS p(vector)
+WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.embedding IS NOT NULL
+  AND NOT (m.id = ANY(%(exclude)s))
+  AND 1 - (m.embedding <=> p.vector::vector) >= %(threshold)s
+"""
+
+
+@dataclass(frozen=True)
+class ForgetProbe:
+    """What the forget test needs from before execution. Memory only: never stored, logged or sent."""
+
+    owner_id: int
+    # Vector literals of the embeddings of Dep(M); kept out of repr so no
+    # traceback or log line ever prints them (embeddings can be inverted).
+    vectors: list[str] = field(repr=False)
+    neighbours_before: frozenset[int]
+
+
+def forget_threshold() -> float:
+    # The context threshold, not the (higher) semantic-selection one: the
+    # question is whether anything near the deleted messages could still flow
+    # into a reply, and the context threshold is where that starts. Comparing
+    # with the neighbours before execution keeps old, unrelated neighbours from
+    # counting; comparing sets above a threshold (not top-k) keeps messages
+    # that merely move up the ranking from counting.
+    return settings.DELLM_CONTEXT_THRESHOLD
+
+
+def _live_neighbours(*, owner_id: int, vectors: list[str], exclude: set[int]) -> set[int]:
+    if not vectors:
+        return set()
+    params = {
+        "probes": vectors,
+        "owner": owner_id,
+        "live": list(LIVE_STATUSES),
+        "exclude": sorted(exclude),
+        "threshold": forget_threshold(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_NEIGHBOURS_SQL, params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def forget_probe(*, owner_id: int, message_ids: set[int]) -> ForgetProbe:
+    """Read the embeddings of Dep(M) and their live neighbours outside Dep(M), before execution.
+
+    Called by the deletion inside its transaction, under the owner's lock.
+    """
+    embeddings = Message.objects.filter(owner_id=owner_id, pk__in=message_ids, embedding__isnull=False)
+    vectors = [vector_literal(vector) for vector in embeddings.order_by("pk").values_list("embedding", flat=True)]
+    before = _live_neighbours(owner_id=owner_id, vectors=vectors, exclude=message_ids)
+    return ForgetProbe(owner_id=owner_id, vectors=vectors, neighbours_before=frozenset(before))
+
+
+def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
+    deleted = set(deletion.deleted_ids)
+    gone = sorted(set(deletion.matched_ids) | deleted)
+    still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
+    violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
+    after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, exclude=set())
+    new_neighbours = sorted(after - probe.neighbours_before)
+    checks = {
+        "taint": {"passed": not violations, "violations": violations},
+        "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
+        "forget": {
+            "passed": not new_neighbours,
+            "probes": len(probe.vectors),
+            "threshold": forget_threshold(),
+            "new_neighbours": new_neighbours,
+        },
+        "purge": None,
+    }
+    if deletion.mode != DeletionRequest.Mode.SOFT:
+        rows = Message.objects.filter(pk__in=deleted)
+        with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
+        with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
+        checks["purge"] = {
+            "passed": not with_content and not with_embedding,
+            "checked": len(deleted),
+            "with_content": with_content,
+            "with_embedding": with_embedding,
+        }
+    return checks
+
+
+def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
+    """Check an executed deletion and store its receipt.
+
+    Runs after the deletion's transaction has committed, under the owner's
+    lock so no reply or other deletion changes the history while it looks.
+    Side effects in order: the receipt and `verified_at` are written; if a
+    check failed, the status becomes `verification_failed` and an error is
+    logged with ids only. A deletion that is no longer `executed` (undone in
+    the meantime) is returned unchanged.
+    """
+    with transaction.atomic():
+        owner_lock(probe.owner_id)
+        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id, owner_id=probe.owner_id)
+        if deletion.status != Status.EXECUTED:
+            return deletion
+        checks = _checks(deletion=deletion, probe=probe)
+        failed = sorted(name for name, check in checks.items() if check is not None and not check["passed"])
+        deletion.receipt = {"passed": not failed, "failed": failed, "checks": checks}
+        deletion.verified_at = timezone.now()
+        if failed:
+            deletion.status = Status.VERIFICATION_FAILED
+        deletion.save(update_fields=["receipt", "verified_at", "status"])
+    if failed:
+        purge = checks["purge"] or {"with_content": [], "with_embedding": []}
+        logger.error(
+            "deletion %s of owner %s FAILED verification %s: taint %s, live %s, new neighbours %s, residue %s",
+            deletion.pk,
+            deletion.owner_id,
+            failed,
+            checks["taint"]["violations"],
+            checks["gone"]["live"],
+            checks["forget"]["new_neighbours"],
+            sorted(set(purge["with_content"]) | set(purge["with_embedding"])),
+        )
+    else:
+        logger.info(
+            "deletion %s verified: %s probes, %s ids checked",
+            deletion.pk,
+            len(probe.vectors),
+            checks["gone"]["checked"],
+        )
+    return deletion
