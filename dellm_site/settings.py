@@ -106,6 +106,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("DELLM_CELERY_EAGER", False)
+# Workers keep the LOGGING below (its filter withholds text) instead of
+# replacing the root logger's handlers with Celery's own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = env_str("DELLM_CELERY_QUEUE", "dellm")
 # A task whose worker died unacknowledged is handed out again after this long
 # (a pool child killed mid-task is requeued at once: reject_on_worker_lost).
@@ -193,12 +196,22 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# Logs carry ids, never message text (I3); dellm_site/logging.py withholds
+# exception messages, query strings and non-id arguments of our own loggers.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"withhold_text": {"()": "dellm_site.logging.WithholdText"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["withhold_text"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("DELLM_LOG_LEVEL", "INFO")},
     # httpx logs request lines only, but keep third-party chatter down.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
+    "loggers": {
+        **{name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
+        # At DEBUG (with DEBUG=True) Django logs every SQL statement with its
+        # parameters, message text included: never below INFO.
+        "django.db.backends": {"level": "INFO"},
+    },
 }
