@@ -25,7 +25,17 @@ $(VENV)/.installed: requirements.txt
 
 setup: $(VENV)/.installed
 
-run: setup
+# Browser modules (Cytoscape.js, cytoscape-dagre) exactly as the lock file pins them.
+frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+# Debian's Chromium drives the browser tests (Playwright's own download does not work here).
+/usr/bin/chromium:
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update
+	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get install -y chromium
+
+run: setup frontend/node_modules/.installed
 	$(PY) -m dellm_site.embedded start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py dellm_demo_user
@@ -40,7 +50,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 # The suite runs against its own throwaway embedded PostgreSQL, removed afterwards.
-test: setup lint
+test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-test.XXXXXX); \
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \

@@ -54,6 +54,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dellm_site.middleware.import_map_context",
             ],
         },
     },
@@ -92,6 +93,7 @@ STORAGES = {
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = embedded.redis_url()

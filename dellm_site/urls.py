@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from dellm_site.api import TokenView
 
@@ -14,9 +14,17 @@ urlpatterns = [
         SpectacularAPIView.as_view(renderer_classes=[OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer]),
         name="api-schema",
     ),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file, so the page keeps the
+    # Content-Security-Policy (dellm_site/middleware.py); the template drops the inline <style>.
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/docs.html"),
+        name="api-docs",
+    ),
     path("api/", include("chat.urls")),
     path("api/", include("provenance.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("chat.page_urls")),
 ]
 
 # JSON errors for /api/ paths, Django's pages elsewhere (dellm_site/api.py).

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from chat import pages
+
+urlpatterns = [
+    path("", pages.ChatPage.as_view(), name="chat"),
+    path("graph/", pages.GraphPage.as_view(), name="graph-page"),
+    path("deletions/", pages.DeletionsPage.as_view(), name="deletions-page"),
+]

@@ -1,0 +1,74 @@
+"""Content-Security-Policy on every HTML page, and the import map it allows.
+
+The pages load only our own static files: scripts are ES modules under
+/static/ (no inline scripts, no inline event handlers), styles are stylesheet
+files, data reaches the scripts through data- attributes or a JSON script tag
+(`type="application/json"` is data, never executed). So the policy forbids
+everything inline, and an injected `<script>` in a message would not run even
+if escaping ever failed. The one inline element is the import map, which
+browsers only take inline: it is allowed by the hash of its exact text, so
+no other inline script gains anything from it. A view that needs another
+policy sets the header itself; it is left as it is.
+"""
+
+import base64
+import functools
+import hashlib
+import json
+
+from django.templatetags.static import static
+from django.utils.safestring import SafeString, mark_safe
+
+# Bare specifiers our modules import, mapped to the ESM builds that `npm ci`
+# installs under frontend/node_modules (served by staticfiles, see settings).
+# cytoscape-dagre 4 ships an ES module with dagre bundled inside it, so dagre
+# itself needs no entry.
+IMPORTS = {
+    "cytoscape": "vendor/cytoscape/cytoscape.esm.min.mjs",
+    "cytoscape-dagre": "vendor/cytoscape-dagre/cytoscape-dagre.min.mjs",
+}
+
+
+@functools.cache
+def import_map() -> SafeString:
+    """The `<script type="importmap">` text; its hash goes into the policy."""
+    text = json.dumps({"imports": {name: static(path) for name, path in IMPORTS.items()}}, separators=(",", ":"))
+    # Raw text inside <script>: nothing in static URLs may close the element.
+    if "<" in text:
+        raise ValueError("import map URLs may not contain '<'")
+    return mark_safe(text)
+
+
+@functools.cache
+def policy() -> str:
+    digest = base64.b64encode(hashlib.sha256(import_map().encode()).digest()).decode()
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src 'self' 'sha256-{digest}'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+            "object-src 'none'",
+            "base-uri 'self'",
+        ]
+    )
+
+
+def import_map_context(request) -> dict:
+    """Template context processor: `{{ import_map }}` for base templates."""
+    return {"import_map": import_map()}
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.get("Content-Type", "").startswith("text/html"):
+            response.headers.setdefault("Content-Security-Policy", policy())
+        return response

@@ -1,0 +1,95 @@
+// The JSON API (API.md) over fetch, with the session cookie and, on every
+// write, the CSRF token Django expects in the X-CSRFToken header.
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const message = body?.error?.message || `The server answered HTTP ${status}.`;
+    super(message);
+    this.status = status;
+    this.code = body?.error?.code || "http_error";
+    this.fields = body?.error?.fields || {};
+  }
+}
+
+function csrfToken() {
+  const cookie = document.cookie.split("; ").find((part) => part.startsWith("csrftoken="));
+  return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : "";
+}
+
+export async function request(method, url, body) {
+  const headers = { Accept: "application/json" };
+  const options = { method, headers, credentials: "same-origin" };
+  if (method !== "GET") {
+    headers["X-CSRFToken"] = csrfToken();
+  }
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(url, options);
+  } catch {
+    throw new ApiError(0, { error: { code: "network", message: "The server cannot be reached. Check your connection." } });
+  }
+  if (response.status === 401) {
+    // The session ended (signed out in another tab, or expired): sign in again.
+    window.location.assign(`/accounts/login/?next=${encodeURIComponent(location.pathname + location.search)}`);
+  }
+  const data = response.status === 204 ? null : await response.json().catch(() => null);
+  if (!response.ok) {
+    throw new ApiError(response.status, data);
+  }
+  return data;
+}
+
+const get = (url) => request("GET", url);
+const post = (url, body) => request("POST", url, body);
+const query = (params) => {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") search.set(key, value);
+  }
+  const text = search.toString();
+  return text ? `?${text}` : "";
+};
+
+export const api = {
+  threads: () => get("/api/threads/"),
+  thread: (id) => get(`/api/threads/${id}/`),
+  createThread: (title) => post("/api/threads/", title ? { title } : {}),
+  renameThread: (id, title) => request("PATCH", `/api/threads/${id}/`, { title }),
+  send: (threadId, content) => post(`/api/threads/${threadId}/messages/`, { content }),
+  turn: (id) => get(`/api/turns/${id}/`),
+  turnEventsUrl: (id) => `/api/turns/${id}/events/`,
+  retry: (id) => post(`/api/turns/${id}/retry/`),
+  message: (id) => get(`/api/messages/${id}/`),
+  dependents: (id) => get(`/api/messages/${id}/dependents/`),
+  graph: ({ thread, includeDeleted } = {}) =>
+    get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
+  deletions: () => get("/api/deletions/"),
+  previewDeletion: (body) => post("/api/deletions/", body),
+  confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
+  cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
+  undoDeletion: (id) => post(`/api/deletions/${id}/undo/`),
+};
+
+// Several messages by id (a deletion preview lists ids only), at most a few
+// requests in flight. Ids that are gone or not visible come back as null.
+export async function messagesById(ids, { concurrency = 6 } = {}) {
+  const found = new Map();
+  const queue = [...new Set(ids)];
+  async function worker() {
+    while (queue.length) {
+      const id = queue.shift();
+      try {
+        found.set(id, await api.message(id));
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.status !== 404) throw error;
+        found.set(id, null);
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
+  return found;
+}

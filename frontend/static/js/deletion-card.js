@@ -1,0 +1,194 @@
+// The inline card for a deletion request typed in the chat: what will go,
+// how many, and why; then the mode and Confirm / Cancel. The request text
+// itself is never shown again: it may hold the very thing to forget.
+import { api, messagesById } from "./api.js";
+import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
+import { modeLabel, modePicker, pathLabel } from "./ui.js";
+
+const SHOWN = 6;
+let cards = 0;
+
+export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
+  cards += 1;
+  const titleId = `deletion-card-${cards}`;
+  const body = el("div", { class: "dcard-body" }, el("p", { class: "muted" }, "Looking up the messages…"));
+  const card = el(
+    "li",
+    { class: "dcard", role: "group", "aria-labelledby": titleId, dataset: { deletion: deletion.id } },
+    el(
+      "div",
+      { class: "dcard-head" },
+      el("span", { class: "dcard-icon", "aria-hidden": "true" }, "⌫"),
+      el("h3", { id: titleId }, "Forget request"),
+      el("span", { class: "badge badge-preview" }, "Preview · nothing deleted yet"),
+    ),
+    body,
+  );
+  const badge = card.querySelector(".badge");
+
+  function settle(kind, text, ...extra) {
+    badge.className = `badge badge-${kind}`;
+    badge.textContent = text;
+    card.dataset.state = kind;
+    replaceChildren(body, ...extra);
+  }
+
+  async function cancel() {
+    try {
+      await api.cancelDeletion(deletion.id);
+      settle("cancelled", "Cancelled", el("p", { class: "muted" }, "Nothing was deleted."));
+    } catch (error) {
+      toast(error.message, { kind: "error" });
+    }
+  }
+
+  if (deletion.total === 0) {
+    settle(
+      "empty",
+      "Nothing matches",
+      el("p", {}, "Nothing in your memory matches this request, so nothing will be deleted."),
+      el("div", { class: "dcard-actions" }, el("button", { type: "button", class: "btn btn-quiet", onclick: cancel }, "Dismiss")),
+    );
+    return card;
+  }
+
+  const ids = [...deletion.matched, ...deletion.dependents];
+  messagesById(ids)
+    .then((found) => render(found))
+    .catch((error) => replaceChildren(body, el("p", { class: "error-text" }, error.message)));
+
+  function render(found) {
+    const seqOf = (id) => found.get(id)?.seq;
+    const matched = new Set(deletion.matched);
+    const items = ids.map((id) => {
+      const message = found.get(id);
+      const why = matched.has(id)
+        ? el("span", { class: "why" }, "matches your request")
+        : el("span", { class: "why" }, "built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
+      return el(
+        "li",
+        { class: "ditem", dataset: { id } },
+        el("span", { class: "seq" }, `#${message?.seq ?? "?"}`),
+        el("span", { class: `role role-${message?.role || "unknown"}` }, message?.role === "user" ? "you" : "DeLLM"),
+        el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || "(empty)" : "(no longer available)"),
+        why,
+      );
+    });
+    const list = el("ol", { class: "ditems" }, items.slice(0, SHOWN));
+    const more =
+      items.length > SHOWN
+        ? el(
+            "button",
+            {
+              type: "button",
+              class: "btn btn-link",
+              onclick: (event) => {
+                replaceChildren(list, items);
+                event.currentTarget.remove();
+              },
+            },
+            `Show all ${items.length}`,
+          )
+        : null;
+    const picker = modePicker({ name: `dmode-${deletion.id}`, initial: deletion.mode });
+    const confirmButton = el("button", { type: "submit", class: "btn btn-danger" }, `Delete ${plural(deletion.total, "message")}`);
+    const error = el("p", { class: "error-text", role: "alert" });
+    const form = el(
+      "form",
+      { class: "dcard-form" },
+      picker.element,
+      error,
+      el("div", { class: "dcard-actions" }, el("button", { type: "button", class: "btn btn-quiet", onclick: cancel }, "Cancel"), confirmButton),
+    );
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      error.textContent = "";
+      let choice;
+      try {
+        choice = picker.value();
+      } catch (problem) {
+        error.textContent = problem.message;
+        return;
+      }
+      confirmButton.disabled = true;
+      try {
+        const done = await confirmAs(choice);
+        settled(done, seqOf);
+      } catch (problem) {
+        error.textContent = problem.message;
+        confirmButton.disabled = false;
+      }
+    });
+    replaceChildren(
+      body,
+      el(
+        "p",
+        { class: "dcard-summary" },
+        el("strong", {}, `${plural(deletion.total, "message")} will be deleted`),
+        `: ${plural(deletion.matched.length, "message")} matching your request`,
+        deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
+      ),
+      list,
+      more,
+      form,
+    );
+    form.querySelector("input[type=radio]:checked")?.focus();
+  }
+
+  // The chat previews a soft deletion; another mode is a new preview of the same messages.
+  async function confirmAs(choice) {
+    if (choice.mode === deletion.mode && !choice.expire_at) {
+      return api.confirmDeletion(deletion.id);
+    }
+    const preview = await api.previewDeletion({ select: { ids: deletion.matched }, ...choice });
+    const done = await api.confirmDeletion(preview.id);
+    await api.cancelDeletion(deletion.id);
+    return done;
+  }
+
+  function settled(done, seqOf) {
+    const history = el("a", { href: deletionsUrl, class: "btn btn-link" }, "Deletion history");
+    if (done.status === "scheduled") {
+      settle(
+        "scheduled",
+        "Scheduled",
+        el("p", {}, `These messages will be deleted at ${new Date(done.expire_at).toLocaleString()}, with anything derived from them by then.`),
+        el("div", { class: "dcard-actions" }, history),
+      );
+      onDeleted(done, []);
+      return;
+    }
+    const actions = el("div", { class: "dcard-actions" }, history);
+    if (done.mode === "soft") {
+      actions.prepend(
+        el(
+          "button",
+          {
+            type: "button",
+            class: "btn btn-quiet",
+            onclick: async () => {
+              try {
+                await api.undoDeletion(done.id);
+                settle("undone", "Undone", el("p", {}, "Restored: the messages are back in memory."), el("div", { class: "dcard-actions" }, history));
+                onUndone(done);
+              } catch (problem) {
+                toast(problem.message, { kind: "error" });
+              }
+            },
+          },
+          "Undo",
+        ),
+      );
+    }
+    const seqs = done.deleted.map((id) => `#${seqOf(id) ?? id}`).join(" ");
+    settle(
+      "done",
+      modeLabel(done.mode) === "Purge" ? "Purged" : "Deleted",
+      el("p", {}, `${plural(done.deleted.length, "message")} deleted (${modeLabel(done.mode).toLowerCase()}): ${seqs}.`),
+      actions,
+    );
+    onDeleted(done, done.deleted);
+  }
+
+  return card;
+}

@@ -1,0 +1,116 @@
+// The deletion history page: ids, counts and outcomes, never deleted text.
+import { api } from "./api.js";
+import { el, plural, replaceChildren, timeEl, toast } from "./dom.js";
+import { confirmDialog, modeLabel } from "./ui.js";
+
+const host = document.querySelector("[data-deletions]");
+const showAll = document.querySelector("[data-show-all]");
+let deletions = [];
+
+const SELECTOR_TEXT = { ids: "chosen messages", exact: "exact phrase", semantic: "by meaning", request: "asked in chat" };
+const STATUS_TEXT = {
+  previewed: "preview only",
+  scheduled: "scheduled",
+  executed: "done",
+  cancelled: "cancelled",
+  undone: "undone",
+};
+
+function actions(deletion) {
+  const cell = el("div", { class: "row-actions" });
+  if (deletion.status === "executed" && deletion.mode === "soft") {
+    cell.append(button("Undo", "btn-primary", () => run(deletion, "undo", "Undo this deletion?", `Restores the ${plural(deletion.deleted.length, "message")} it removed.`)));
+  }
+  if (deletion.status === "scheduled" || deletion.status === "previewed") {
+    cell.append(
+      button(deletion.status === "scheduled" ? "Cancel expiry" : "Discard", "btn-quiet", () =>
+        run(deletion, "cancel", "Cancel this deletion?", "Nothing will be deleted by it."),
+      ),
+    );
+  }
+  return cell;
+}
+
+function button(label, kind, onclick) {
+  return el("button", { type: "button", class: `btn btn-small ${kind}`, onclick }, label);
+}
+
+async function run(deletion, verb, title, text) {
+  if (!(await confirmDialog({ title, body: el("p", {}, text), confirmLabel: verb === "undo" ? "Undo" : "Cancel it" }))) return;
+  try {
+    const updated = verb === "undo" ? await api.undoDeletion(deletion.id) : await api.cancelDeletion(deletion.id);
+    deletions = deletions.map((item) => (item.id === updated.id ? updated : item));
+    render();
+    toast(verb === "undo" ? `Restored ${plural(updated.deleted.length, "message")}.` : "Cancelled.", { kind: "success" });
+  } catch (error) {
+    toast(error.message, { kind: "error" });
+  }
+}
+
+function counts(deletion) {
+  const removed = deletion.status === "executed" || deletion.status === "undone";
+  return el(
+    "div",
+    { class: "counts" },
+    el("span", {}, el("strong", {}, deletion.matched.length), " matched"),
+    el("span", {}, el("strong", {}, deletion.dependents.length), " derived"),
+    removed ? el("span", {}, el("strong", {}, deletion.deleted.length), deletion.status === "undone" ? " restored" : " removed") : null,
+  );
+}
+
+function row(deletion) {
+  return el(
+    "tr",
+    { dataset: { deletion: deletion.id, status: deletion.status } },
+    el("td", { "data-label": "When" }, timeEl(deletion.created_at)),
+    el("td", { "data-label": "Mode" }, el("span", { class: `badge badge-mode-${deletion.mode}` }, modeLabel(deletion.mode)), el("div", { class: "muted small" }, SELECTOR_TEXT[deletion.selector] || deletion.selector)),
+    el("td", { "data-label": "Messages" }, counts(deletion)),
+    el(
+      "td",
+      { "data-label": "Status" },
+      el("span", { class: `badge badge-${deletion.status}` }, STATUS_TEXT[deletion.status] || deletion.status),
+      deletion.status === "scheduled" && deletion.expire_at ? el("div", { class: "muted small" }, "at ", timeEl(deletion.expire_at)) : null,
+    ),
+    el("td", { "data-label": "Outcome", class: "outcome" }, deletion.outcome || "—"),
+    el("td", { "data-label": "" }, actions(deletion)),
+  );
+}
+
+function render() {
+  const shown = showAll.checked ? deletions : deletions.filter((item) => item.status !== "previewed" && item.status !== "cancelled");
+  host.setAttribute("aria-busy", "false");
+  if (!shown.length) {
+    replaceChildren(
+      host,
+      el(
+        "div",
+        { class: "empty-state" },
+        el("h2", {}, "Nothing deleted yet"),
+        el("p", {}, "Ask in the chat (“forget that …”) or use Preview delete on the memory graph."),
+      ),
+    );
+    return;
+  }
+  replaceChildren(
+    host,
+    el(
+      "table",
+      { class: "history" },
+      el("caption", { class: "visually-hidden" }, "Your deletions, newest first"),
+      el("thead", {}, el("tr", {}, ["When", "Mode", "Messages", "Status", "Outcome", "Actions"].map((name) => el("th", { scope: "col" }, name)))),
+      el("tbody", {}, shown.map(row)),
+    ),
+  );
+}
+
+showAll.addEventListener("change", render);
+api
+  .deletions()
+  .then((list) => {
+    deletions = list;
+    render();
+  })
+  .catch((error) => {
+    host.setAttribute("aria-busy", "false");
+    replaceChildren(host, el("p", { class: "error-text" }, error.message));
+  });

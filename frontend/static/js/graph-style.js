@@ -1,0 +1,144 @@
+// How the provenance graph looks and is laid out. Time flows left to right:
+// every edge goes from an older message to a newer one.
+import cytoscape from "cytoscape";
+import dagre from "cytoscape-dagre";
+
+cytoscape.use(dagre);
+
+// Past this many nodes the graph switches to its fast path: the timeline
+// layout below instead of dagre, straight haystack edges, short labels, and
+// no edges while panning. Measured in tests/browser/test_graph_bench.py.
+export const BIG_GRAPH = 400;
+
+const COLORS = {
+  user: "#4f46e5",
+  assistant: "#0d9488",
+  summary: "#b45309",
+  removed: "#cbd5e1",
+  danger: "#dc2626",
+  dangerDark: "#7f1d1d",
+  focus: "#f59e0b",
+  edge: "#94a3b8",
+};
+
+export function stylesheet({ big }) {
+  return [
+    {
+      selector: "node",
+      style: {
+        width: 30,
+        height: 30,
+        "background-color": COLORS.assistant,
+        label: big ? "data(short)" : "data(caption)",
+        "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+        "font-size": 11,
+        color: "#1f2937",
+        "text-valign": "bottom",
+        "text-margin-y": 4,
+        "text-wrap": "ellipsis",
+        "text-max-width": 130,
+        "text-background-color": "#ffffff",
+        "text-background-opacity": 0.8,
+        "text-background-padding": 1,
+        "min-zoomed-font-size": big ? 9 : 5,
+        "border-width": 0,
+        "border-color": "#ffffff",
+      },
+    },
+    { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
+    { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
+    {
+      selector: 'node[status = "deleted"], node[status = "purged"]',
+      style: {
+        "background-color": COLORS.removed,
+        "border-width": 2,
+        "border-style": "dashed",
+        "border-color": "#64748b",
+        color: "#64748b",
+      },
+    },
+    { selector: 'node[status = "purged"]', style: { "border-style": "dotted", "background-opacity": 0.5 } },
+    { selector: 'node[status = "expiring"]', style: { "border-width": 3, "border-style": "dashed", "border-color": "#d97706" } },
+    {
+      selector: "edge",
+      style: {
+        width: "mapData(score, 0, 1, 0.6, 5)",
+        "line-color": COLORS.edge,
+        opacity: 0.55,
+        "curve-style": big ? "haystack" : "bezier",
+        "target-arrow-shape": big ? "none" : "triangle",
+        "target-arrow-color": COLORS.edge,
+        "arrow-scale": 0.7,
+      },
+    },
+    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
+    { selector: ".faded", style: { opacity: 0.12 } },
+    { selector: "edge.faded", style: { opacity: 0.06 } },
+    { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },
+    { selector: "node.dep-root", style: { "background-color": COLORS.dangerDark, "border-width": 4, "border-color": COLORS.danger, "border-style": "solid" } },
+    { selector: "edge.dep", style: { "line-color": COLORS.danger, "target-arrow-color": COLORS.danger, opacity: 0.9 } },
+    { selector: "node.match", style: { "border-width": 3, "border-color": COLORS.focus, "border-style": "solid" } },
+    {
+      selector: "node:selected",
+      style: { "border-width": 4, "border-color": COLORS.focus, "border-style": "double", "overlay-opacity": 0, "z-index": 10 },
+    },
+    { selector: ".outside", style: { display: "none" } },
+    { selector: "node.leaving", style: { opacity: 0, "transition-property": "opacity", "transition-duration": "250ms" } },
+  ];
+}
+
+// dagre for readable graphs; `longest-path` ranks without the slower
+// network-simplex pass and still keeps every edge pointing right.
+export function dagreLayout(eles, { fit = true } = {}) {
+  return eles.layout({
+    name: "dagre",
+    rankDir: "LR",
+    ranker: eles.nodes().length > 150 ? "longest-path" : "network-simplex",
+    nodeSep: 16,
+    rankSep: 50,
+    edgeSep: 6,
+    nodeDimensionsIncludeLabels: true,
+    fit,
+    padding: 40,
+    animate: false,
+    sort: (a, b) => a.data("seq") - b.data("seq"),
+  });
+}
+
+// The fast path for big graphs, linear in nodes + edges: a node's column is
+// its longest path from a source (a user message sits just before the first
+// reply that used it), and within a column messages stack in seq order.
+export function timelinePositions(nodes, edges) {
+  const bySeq = [...nodes].sort((a, b) => a.seq - b.seq);
+  const preds = new Map(bySeq.map((node) => [node.id, []]));
+  const succs = new Map(bySeq.map((node) => [node.id, []]));
+  for (const edge of edges) {
+    if (!preds.has(edge.target) || !succs.has(edge.source)) continue;
+    preds.get(edge.target).push(edge.source);
+    succs.get(edge.source).push(edge.target);
+  }
+  const column = new Map();
+  for (const node of bySeq) {
+    let value = 0;
+    for (const source of preds.get(node.id)) value = Math.max(value, column.get(source) + 1);
+    column.set(node.id, value);
+  }
+  for (let index = bySeq.length - 1; index >= 0; index -= 1) {
+    const node = bySeq[index];
+    const next = succs.get(node.id);
+    if (!preds.get(node.id).length && next.length) {
+      column.set(node.id, Math.max(0, Math.min(...next.map((target) => column.get(target))) - 1));
+    }
+  }
+  const rows = new Map();
+  const positions = new Map();
+  for (const node of bySeq) {
+    const x = column.get(node.id);
+    const y = rows.get(x) || 0;
+    rows.set(x, y + 1);
+    positions.set(node.id, { x: x * 90, y: y * 44 });
+  }
+  return positions;
+}
+
+export { cytoscape };
