@@ -1,24 +1,11 @@
-import subprocess
-
 import pytest
-from django.db import connection
-from pgserver._commands import POSTGRES_BIN_PATH
 
 from chat import services as chat
 from provenance import services
+from tests.helpers import pg_dump
 
 SECRET = "my locker code is 918273"
 KEPT = "I enjoy long walks on the beach"
-
-
-def pg_dump() -> str:
-    db = connection.settings_dict
-    command = [str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", "-d", db["NAME"], "-U", db["USER"] or "postgres"]
-    if db["HOST"]:
-        command += ["-h", db["HOST"]]
-    if db["PORT"]:
-        command += ["-p", str(db["PORT"])]
-    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=60).stdout
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,5 +1,4 @@
 import base64
-import contextlib
 import itertools
 import json
 import time
@@ -19,6 +18,7 @@ from provenance import services as deletions
 from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
 from tests.factories import make_edge, make_message
+from tests.helpers import redis_dump
 from tests.worker.conftest import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -30,33 +30,6 @@ def converse(thread, texts):
     for text in texts:
         turn = chat.turn_create(thread=thread, content=text)
         wait_for(lambda turn=turn: Turn.objects.filter(pk=turn.pk, status="done").exists())
-
-
-def redis_dump() -> str:
-    """Every key and value in the Redis database Celery uses, as text."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    parts = []
-    for key in client.scan_iter(count=1000):
-        kind = client.type(key).decode()
-        if kind == "string":
-            value = client.get(key)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        elif kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "set":
-            value = client.smembers(key)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1)
-        else:
-            value = client.xrange(key) if kind == "stream" else b""
-        parts.append(f"{key!r}={value!r}")
-    text = "\n".join(parts)
-    # Task bodies are base64 in the queue: decode what can be decoded.
-    for token in text.split("'"):
-        with contextlib.suppress(ValueError):
-            text += base64.b64decode(token, validate=True).decode("utf-8", "ignore")
-    return text
 
 
 def test_task_payloads_carry_ids_only(owner, thread):

@@ -1,0 +1,65 @@
+"""Messages for staff: read-only, by status; a purged message shows as a tombstone.
+
+Nothing here edits a message: content, embedding and edges change only
+through the services, which keep the provenance graph consistent.
+"""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from chat.models import Message
+
+TOMBSTONE = "— purged —"
+PREVIEW_CHARS = 80
+
+
+def shown_content(message: Message, *, chars: int | None = None) -> str:
+    """What the admin shows for a message's text: never anything for a purged one."""
+    if message.status == Message.Status.PURGED:
+        return TOMBSTONE
+    return message.content if chars is None else Truncator(message.content).chars(chars)
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["id", "seq", "owner", "thread_id", "role", "status", "text", "deleted_by", "created_at"]
+    list_filter = ["status", "role", ("owner", admin.RelatedOnlyFieldListFilter), "created_at"]
+    list_select_related = ["owner", "deleted_by"]
+    list_per_page = 50
+    fields = [
+        ("owner", "thread", "seq"),
+        ("role", "status", "embedding_model"),
+        "content_or_tombstone",
+        ("deleted_by", "expires_at"),
+        ("created_at", "updated_at"),
+        "graph",
+    ]
+    readonly_fields = [name for row in fields for name in (row if isinstance(row, tuple) else [row])]
+
+    def get_queryset(self, request):
+        # Vectors are never shown; do not fetch them for every row.
+        return super().get_queryset(request).defer("embedding", "search")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="text")
+    def text(self, message):
+        return shown_content(message, chars=PREVIEW_CHARS)
+
+    @admin.display(description="content")
+    def content_or_tombstone(self, message):
+        return shown_content(message)
+
+    @admin.display(description="provenance graph")
+    def graph(self, message):
+        url = reverse("admin:provenance_deletionrequest_graph", args=[message.owner_id])
+        return format_html('<a href="{}">graph of this user</a>', url)

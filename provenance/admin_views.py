@@ -1,0 +1,252 @@
+"""Staff pages inside the admin: the I1 integrity check, a user's provenance
+graph, and deletions run on a user's behalf (data-subject requests).
+
+`DeletionRequestAdmin.get_urls` mounts them behind `admin_site.admin_view`
+(active staff only); each view also checks its own permission. Like the rest
+of the audit, they show ids, counts and statuses; the graph shows a user's
+messages, the same data as the message admin.
+"""
+
+import re
+from collections import defaultdict
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+
+from chat import selectors as chat_selectors
+from chat.models import Message
+from chat.serializers import MessageSerializer, ThreadSerializer
+from dellm_site.api import error_body
+from dellm_site.errors import DomainError
+from provenance import selectors, services
+from provenance.models import DeletionRequest
+from provenance.serializers import GraphQuerySerializer, GraphSerializer
+
+VIEW_AUDIT = "provenance.view_deletionrequest"
+VIEW_MESSAGES = "chat.view_message"
+RUN_SUBJECT_DELETION = "provenance.run_subject_deletion"
+
+
+def _require(request, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied
+
+
+def _page(request, model_admin, template: str, title: str, **context) -> TemplateResponse:
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": title,
+        **context,
+    }
+    return TemplateResponse(request, f"admin/provenance/{template}", context)
+
+
+# --- Integrity: invariant I1 per user -----------------------------------------
+
+
+def integrity_view(request, model_admin):
+    """Every user's live, deleted and purged counts, and every I1 violation (there should be none).
+
+    `taint_violations()` without an owner runs the per-user check for all
+    users in one query; its rows are grouped by owner here.
+    """
+    _require(request, VIEW_AUDIT)
+    found = defaultdict(list)
+    for owner_id, message_id, parent_id in selectors.taint_violations():
+        found[owner_id].append((message_id, parent_id))
+    parents = {
+        row["pk"]: row
+        for row in Message.objects.filter(pk__in={p for pairs in found.values() for _, p in pairs}).values(
+            "pk", "status", "deleted_by_id"
+        )
+    }
+    live = Q(messages__status__in=Message.LIVE)
+    users = (
+        get_user_model()
+        .objects.filter(messages__isnull=False)
+        .annotate(
+            live=Count("messages", filter=live),
+            deleted=Count("messages", filter=Q(messages__status=Message.Status.DELETED)),
+            purged=Count("messages", filter=Q(messages__status=Message.Status.PURGED)),
+        )
+        .order_by("username")
+    )
+    rows = [
+        {
+            "user": user,
+            "live": user.live,
+            "deleted": user.deleted,
+            "purged": user.purged,
+            "violations": [
+                {"message": message_id, "parent": parent_id, **parents[parent_id]}
+                for message_id, parent_id in found.get(user.pk, [])
+            ],
+        }
+        for user in users
+    ]
+    total = sum(len(pairs) for pairs in found.values())
+    return _page(request, model_admin, "integrity.html", "Integrity: invariant I1", rows=rows, total=total)
+
+
+# --- A user's provenance graph ------------------------------------------------
+
+
+def _subject(user_id: int):
+    return get_object_or_404(get_user_model(), pk=user_id)
+
+
+def graph_view(request, model_admin, user_id: int):
+    """The browser's graph explorer, read-only, over the staff JSON endpoints below."""
+    _require(request, VIEW_MESSAGES)
+    return _page(request, model_admin, "graph.html", "Provenance graph", subject=_subject(user_id))
+
+
+def _json(produce) -> JsonResponse:
+    try:
+        return JsonResponse(produce(), safe=False)
+    except DomainError as error:
+        return JsonResponse(error_body(error.code, error.message, error.fields), status=error.status)
+
+
+def graph_elements_view(request, model_admin, user_id: int):
+    """The user's graph as Cytoscape.js elements: the shape of /api/graph/."""
+    _require(request, VIEW_MESSAGES)
+    owner = _subject(user_id)
+    query = GraphQuerySerializer(data=request.GET)
+    if not query.is_valid():
+        fields = {name: " ".join(problems) for name, problems in query.errors.items()}
+        return JsonResponse(error_body("validation_error", "Invalid graph query.", fields), status=400)
+
+    def elements():
+        nodes = selectors.graph_nodes(
+            owner=owner,
+            thread_id=query.validated_data.get("thread"),
+            include_deleted=query.validated_data["include_deleted"],
+        )
+        return GraphSerializer({"nodes": nodes, "edges": selectors.graph_edges(owner=owner, nodes=nodes)}).data
+
+    return _json(elements)
+
+
+def graph_message_view(request, model_admin, user_id: int, message_id: int):
+    _require(request, VIEW_MESSAGES)
+    owner = _subject(user_id)
+    return _json(
+        lambda: MessageSerializer(chat_selectors.message_get(owner=owner, message_id=message_id)).data,
+    )
+
+
+def graph_threads_view(request, model_admin, user_id: int):
+    _require(request, VIEW_MESSAGES)
+    owner = _subject(user_id)
+    return _json(lambda: ThreadSerializer(chat_selectors.thread_list(owner=owner), many=True).data)
+
+
+# --- Data-subject requests: preview, then confirm, on a user's behalf ----------
+
+
+class SubjectDeletionForm(forms.Form):
+    owner = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), label="Data subject")
+    selector = forms.ChoiceField(
+        choices=[("ids", "Message ids"), ("exact", "Exact phrase"), ("semantic", "Semantic match")]
+    )
+    value = forms.CharField(
+        label="Selection",
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 2, "autocomplete": "off"}),
+        help_text="Message ids separated by spaces or commas, a phrase, or text matched by meaning. "
+        "It selects the messages for the preview and is then dropped: it is never stored.",
+    )
+    threshold = forms.FloatField(required=False, min_value=-1, max_value=1, help_text="Semantic match only.")
+    mode = forms.ChoiceField(choices=DeletionRequest.Mode.choices, initial=DeletionRequest.Mode.SOFT)
+    expire_at = forms.DateTimeField(required=False, help_text="Mode expire only.")
+    depth = forms.IntegerField(required=False, min_value=0, help_text="Taint level limit; empty for the full Dep(M).")
+
+    def clean(self):
+        data = super().clean()
+        kind, value = data.get("selector"), data.get("value")
+        if kind == "ids" and value is not None:
+            tokens = [token for token in re.split(r"[\s,]+", value) if token]
+            if not tokens or not all(token.isdigit() for token in tokens):
+                self.add_error("value", "Give message ids: whole numbers separated by spaces or commas.")
+            else:
+                data["selection"] = {"ids": [int(token) for token in tokens]}
+        elif kind and value is not None:
+            data["selection"] = {kind: value}
+            if kind == "semantic" and data.get("threshold") is not None:
+                data["selection"]["threshold"] = data["threshold"]
+        return data
+
+
+def subject_request_view(request, model_admin):
+    """Preview a deletion of a user's messages, asked by staff (`actor`) for that user (`owner`)."""
+    _require(request, RUN_SUBJECT_DELETION)
+    form = SubjectDeletionForm(request.POST or None, initial={"owner": request.GET.get("owner")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            deletion = services.deletion_preview(
+                owner=data["owner"],
+                actor=request.user,
+                mode=data["mode"],
+                depth=data["depth"],
+                expire_at=data["expire_at"],
+                **data["selection"],
+            )
+        except DomainError as error:
+            form.add_error(None, error.message)
+        else:
+            return redirect("admin:provenance_deletionrequest_review", deletion.pk)
+    return _page(request, model_admin, "subject_request.html", "Data-subject deletion request", form=form)
+
+
+def _members(deletion: DeletionRequest) -> list[dict]:
+    """Matched and dependent messages in sequence order: ids, roles, statuses and paths, no text."""
+    paths = {int(node): path for node, path in deletion.explanations.items()}
+    rows = Message.objects.filter(pk__in=[*deletion.matched_ids, *deletion.dependent_ids]).order_by("seq")
+    return [
+        {"id": pk, "seq": seq, "role": role, "status": status, "path": paths.get(pk)}
+        for pk, seq, role, status in rows.values_list("pk", "seq", "role", "status")
+    ]
+
+
+def subject_review_view(request, model_admin, deletion_id: int):
+    """Show a preview; POST `action=confirm` executes it as this staff member, `action=cancel` drops it."""
+    _require(request, RUN_SUBJECT_DELETION)
+    deletion = get_object_or_404(DeletionRequest.objects.select_related("owner", "actor"), pk=deletion_id)
+    if request.method == "POST":
+        action = request.POST.get("action")
+        try:
+            if action == "confirm":
+                deletion = services.deletion_confirm(
+                    deletion_id=deletion.pk, owner_id=deletion.owner_id, confirmed_by=request.user
+                )
+            elif action == "cancel":
+                deletion = services.deletion_cancel(deletion_id=deletion.pk, owner_id=deletion.owner_id)
+            else:
+                return HttpResponseBadRequest("Unknown action.")
+        except DomainError as error:
+            messages.error(request, error.message)
+            return redirect("admin:provenance_deletionrequest_review", deletion.pk)
+        if deletion.status == DeletionRequest.Status.VERIFICATION_FAILED:
+            failed = ", ".join(deletion.receipt["failed"])
+            messages.error(request, f"Deletion {deletion.pk} FAILED verification: {failed}.")
+        else:
+            messages.success(request, f"Deletion {deletion.pk}: {deletion.status}. {deletion.outcome}")
+        return redirect("admin:provenance_deletionrequest_change", deletion.pk)
+    return _page(
+        request,
+        model_admin,
+        "subject_review.html",
+        f"Review deletion {deletion.pk}",
+        deletion=deletion,
+        members=_members(deletion),
+        matched=set(deletion.matched_ids),
+    )
