@@ -159,8 +159,10 @@ def graph_nodes(*, owner, thread_id: int | None = None, include_deleted: bool = 
 
 
 def graph_edges(*, owner, nodes: QuerySet[Message]) -> QuerySet[ContextEdge]:
-    """Edges with both ends among `nodes` (one query, whatever their number)."""
-    ids = nodes.values("pk")
+    """Edges with both ends among `nodes` (two queries, whatever their number)."""
+    # The ids are read first: given as a subquery on both ends, PostgreSQL may
+    # plan a nested loop that takes seconds on a few thousand messages.
+    ids = list(nodes.values_list("pk", flat=True))
     return (
         ContextEdge.objects.filter(owner=owner, source_id__in=ids, target_id__in=ids)
         .only("id", "source_id", "target_id", "rank", "score")

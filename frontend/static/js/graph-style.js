@@ -35,10 +35,11 @@ export function stylesheet({ big }) {
         color: "#1f2937",
         "text-valign": "bottom",
         "text-margin-y": 4,
-        "text-wrap": "ellipsis",
+        // Ellipsis needs each label measured: only affordable on small graphs.
+        "text-wrap": big ? "none" : "ellipsis",
         "text-max-width": 130,
         "text-background-color": "#ffffff",
-        "text-background-opacity": 0.8,
+        "text-background-opacity": big ? 0 : 0.8,
         "text-background-padding": 1,
         "min-zoomed-font-size": big ? 9 : 5,
         "border-width": 0,

@@ -235,7 +235,10 @@ export class GraphExplorer {
   center(id) {
     const node = this.node(id);
     if (!node?.length) return;
-    this.cy.animate({ center: { eles: node }, zoom: Math.max(this.cy.zoom(), 1.1) }, { duration: 250 });
+    this.cy.animate(
+      { center: { eles: node }, zoom: Math.max(this.cy.zoom(), 1.1) },
+      { duration: 250, complete: () => this.panel.hidden || this.keepClearOfPanel(node) },
+    );
   }
 
   // Only the node, its neighbours and theirs: readable in a big graph.
@@ -301,9 +304,10 @@ export class GraphExplorer {
     this.clearPreview();
     this.cy.nodes().unselect();
     node.select();
-    if (center) this.center(id);
     this.selected = id;
     this.openPanel(el("p", { class: "muted" }, "Loading…"), node.data());
+    if (center) this.center(id);
+    else this.keepClearOfPanel(node);
     let message;
     try {
       message = await this.source.message(id);
@@ -333,6 +337,13 @@ export class GraphExplorer {
     this.releaseFocus?.();
     this.releaseFocus = trapFocus(this.panel, { onEscape: () => this.closePanel({ refocus: true }) });
     close.focus();
+  }
+
+  // Pans so the node is not hidden under the side panel.
+  keepClearOfPanel(node) {
+    const visible = this.canvas.clientWidth - this.panel.offsetWidth - 24;
+    const x = node.renderedPosition().x;
+    if (visible > 120 && x > visible - 40) this.cy.panBy({ x: visible / 2 - x, y: 0 });
   }
 
   fillPanel(content) {
@@ -449,7 +460,13 @@ export class GraphExplorer {
             el(
               "li",
               { dataset: { id: item.id } },
-              el("button", { type: "button", class: "neighbour", onclick: () => this.center(item.id) }, el("span", { class: "seq" }, `#${item.seq}`), el("span", { class: `role role-${item.role}` }, item.role === "user" ? "you" : "DeLLM")),
+              el(
+                "button",
+                { type: "button", class: "neighbour", onclick: () => this.center(item.id) },
+                el("span", { class: "seq" }, `#${item.seq}`),
+                el("span", { class: `role role-${item.role}` }, item.role === "user" ? "you" : "DeLLM"),
+                el("span", { class: "neighbour-text" }, this.node(item.id)?.data("caption").replace(/^#\d+ /, "") || ""),
+              ),
               el("span", { class: "why" }, "via ", pathLabel(item.path, seqOf)),
             ),
           ),

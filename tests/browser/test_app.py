@@ -1,0 +1,180 @@
+"""End-to-end flows of the browser app in real Chromium, with a real Celery worker."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from chat.models import Message
+from provenance.models import DeletionRequest
+from tests.browser.conftest import explorer, screenshot, sign_in, wait_graph_ready
+from tests.factories import make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker]
+
+# Records the classes that appear in the conversation, so a pending state that
+# lasts only a moment is still seen.
+WATCH_MESSAGES = """() => {
+  window.seenClasses = new Set();
+  const note = (node) => node.classList && node.classList.forEach((name) => window.seenClasses.add(name));
+  new MutationObserver((records) => {
+    for (const record of records) {
+      note(record.target);
+      record.addedNodes.forEach(note);
+    }
+  }).observe(document.querySelector("[data-messages]"), { childList: true, subtree: true, attributes: true });
+}"""
+
+
+def send(page, text: str):
+    """Type a message, send it with Enter, wait for the reply to replace the pending bubble."""
+    replies = page.locator(".msg-assistant:not(.msg-pending)")
+    before = replies.count()
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("textbox", name="Message").press("Enter")
+    expect(replies).to_have_count(before + 1, timeout=30_000)
+    return replies.last
+
+
+def chip_ids(reply) -> list[int]:
+    return [int(chip.get_attribute("data-id")) for chip in reply.locator(".chip").all()]
+
+
+def click_node(page, message_id: int):
+    box = page.locator(".explorer-canvas").bounding_box()
+    position = explorer(page, f"x.node({message_id}).renderedPosition()")
+    page.mouse.click(box["x"] + position["x"], box["y"] + position["y"])
+
+
+def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
+    make_user("carol")
+    start_worker()
+    page = open_page()
+    streams = []
+    page.on("request", lambda request: "/events/" in request.url and streams.append(request.url))
+
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    screenshot(page, "login")
+    sign_in(page, "carol")
+    expect(page.get_by_test_id("username")).to_have_text("carol")
+    expect(page.get_by_test_id("responder")).to_have_text("offline responder (no LLM)")
+
+    page.evaluate(WATCH_MESSAGES)
+    send(page, "I live in Paris and I cycle along the Seine every morning.")
+    send(page, "My sister Anna works as a doctor in Lyon.")
+    answer = send(page, "Where do I live?")
+    assert "msg-pending" in page.evaluate("() => [...window.seenClasses]")
+    assert streams, "replies come through the SSE endpoint"
+    expect(answer.locator(".msg-body")).to_contain_text("Paris")
+
+    paris = Message.objects.get(seq=1, owner__username="carol")
+    reply = Message.objects.get(pk=int(answer.get_attribute("data-id")))
+    chips = chip_ids(answer)
+    assert paris.pk in chips
+    assert set(chips) <= {edge.source_id for edge in reply.in_edges.all()}
+    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_text("#1")
+    screenshot(page, "chat")
+
+    # Used memory chip -> the graph, focused on that message.
+    answer.locator(f'.chip[data-id="{paris.pk}"]').click()
+    wait_graph_ready(page)
+    expect(page.locator(".explorer-panel h2")).to_contain_text("#1")
+    page.keyboard.press("Escape")
+    expect(page.locator(".explorer-panel")).to_be_hidden()
+    screenshot(page, "graph")
+
+    click_node(page, paris.pk)
+    panel = page.locator(".explorer-panel")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".panel-content")).to_contain_text("I live in Paris")
+    panel.get_by_role("button", name="Preview delete").click()
+    expect(panel.locator(".preview-summary")).to_be_visible()
+    dependents = page.request.get(f"/api/messages/{paris.pk}/dependents/").json()
+    dep = sorted([paris.pk] + [item["id"] for item in dependents["dependents"]])
+    assert explorer(page, "x.highlighted()") == dep
+    assert len(dep) >= 3
+    expect(panel.locator(".dep-list li")).to_have_count(dependents["count"])
+    screenshot(page, "graph-preview")
+
+    panel.get_by_role("button", name=f"Delete {len(dep)} messages…").click()
+    dialog = page.get_by_role("dialog", name=f"Delete {len(dep)} messages?")
+    expect(dialog).to_contain_text("soft delete")
+    screenshot(page, "graph-confirm")
+    dialog.get_by_role("button", name=f"Delete {len(dep)} messages").click()
+    expect(page.locator(".toast-success")).to_contain_text(f"{len(dep)} messages deleted")
+    page.wait_for_timeout(400)
+    assert explorer(page, f"{dep}.filter((id) => x.node(id).length)") == []
+    assert set(Message.objects.filter(pk__in=dep).values_list("status", flat=True)) == {"deleted"}
+    screenshot(page, "graph-after-delete")
+
+    # A later reply never draws on what was deleted.
+    page.get_by_role("link", name="Chat").click()
+    later = send(page, "Where do I live and where do I cycle?")
+    assert not set(chip_ids(later)) & set(dep)
+    later_reply = Message.objects.get(pk=int(later.get_attribute("data-id")))
+    assert not {edge.source_id for edge in later_reply.in_edges.all()} & set(dep)
+    for message_id in dep:
+        expect(page.locator(f"#m-{message_id}")).to_have_count(0)
+
+    # Undo the soft deletion from the history; the nodes come back.
+    deletion = DeletionRequest.objects.get(status="executed")
+    page.get_by_role("link", name="Deletions").click()
+    row = page.locator(f'tr[data-deletion="{deletion.pk}"]')
+    expect(row).to_contain_text("Soft delete")
+    screenshot(page, "deletions")
+    row.get_by_role("button", name="Undo").click()
+    page.get_by_role("dialog").get_by_role("button", name="Undo").click()
+    expect(page.locator(f'tr[data-deletion="{deletion.pk}"]')).to_contain_text("undone")
+    assert set(Message.objects.filter(pk__in=dep).values_list("status", flat=True)) == {"active"}
+    screenshot(page, "deletions-after-undo")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    assert explorer(page, f"{dep}.filter((id) => x.node(id).length)") == dep
+
+
+def test_typed_deletion_request_goes_through_its_card(open_page, start_worker, transactional_db):
+    make_user("dave")
+    start_worker()
+    page = open_page()
+    sign_in(page, "dave")
+    send(page, "I live in Paris near the canal.")
+    send(page, "My favourite food is ramen.")
+    send(page, "Where do I live?")
+
+    page.get_by_role("textbox", name="Message").fill("Forget that I live in Paris")
+    page.get_by_role("textbox", name="Message").press("Enter")
+    card = page.get_by_role("group", name="Forget request")
+    expect(card.locator(".ditem").first).to_be_visible()
+    deletion = DeletionRequest.objects.get(owner__username="dave")
+    planned = sorted(deletion.matched_ids + deletion.dependent_ids)
+    expect(card.locator(".ditem")).to_have_count(min(len(planned), 6))
+    if len(planned) > 6:
+        card.get_by_role("button", name=f"Show all {len(planned)}").click()
+    assert sorted(int(item.get_attribute("data-id")) for item in card.locator(".ditem").all()) == planned
+    expect(card.locator(".dcard-summary")).to_contain_text(f"{len(planned)} messages will be deleted")
+    assert not Message.objects.filter(content__icontains="forget").exists()
+    screenshot(page, "chat-deletion-card")
+
+    card.get_by_label("Soft delete").check()
+    card.get_by_role("button", name=f"Delete {len(planned)} messages").click()
+    expect(card).to_contain_text(f"{len(planned)} messages deleted")
+    for message_id in planned:
+        expect(page.locator(f"#m-{message_id}")).to_have_count(0)
+    deletion.refresh_from_db()
+    assert deletion.status == "executed"
+    assert sorted(deletion.deleted_ids) == planned
+    assert Message.objects.filter(owner__username="dave", status="active").exclude(pk__in=planned).exists()
+    screenshot(page, "chat-deletion-done")
+
+    # The same app at phone width, and the API docs page under the same policy.
+    phone = open_page(width=390, height=800)
+    sign_in(phone, "dave")
+    expect(phone.locator(".msg").first).to_be_visible()
+    screenshot(phone, "chat-phone")
+    phone.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(phone)
+    screenshot(phone, "graph-phone")
+    page.goto("/api/docs/")
+    expect(page.locator(".swagger-ui .info")).to_be_visible()
+    screenshot(page, "api-docs")

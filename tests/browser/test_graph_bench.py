@@ -1,0 +1,100 @@
+"""The memory graph with 2,000 messages in headless Chromium: a benchmark, not a timed test.
+
+Seeds a chat-shaped history (each reply answers the message before it and
+recalls up to four earlier ones), opens the graph page and records how long
+it takes from navigation to the first drawn frame of the laid-out graph
+(`interactive`), with the fetch and layout times inside it, and what dagre
+alone would take on the same graph. The numbers go to
+test-artifacts/graph-bench.json and the test output; the assertions are
+about the graph being complete and usable, not about time.
+"""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from chat.models import Message
+from provenance.models import ContextEdge
+from tests.browser.conftest import explorer, screenshot, sign_in, wait_graph_ready
+from tests.factories import make_thread, make_user
+
+pytestmark = pytest.mark.browser
+
+MESSAGES = 2000
+RESULTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "graph-bench.json"
+
+
+def seed_history(owner, count: int) -> list[Message]:
+    rng = random.Random(7)
+    threads = [make_thread(owner, f"topic {n}") for n in range(10)]
+    messages = Message.objects.bulk_create(
+        Message(
+            owner=owner,
+            thread=threads[(seq - 1) // 200],
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=f"message {seq} about topic {rng.randrange(50)}",
+        )
+        for seq in range(1, count + 1)
+    )
+    edges = []
+    for reply in messages[1::2]:
+        earlier = messages[: reply.seq - 2]
+        sources = [messages[reply.seq - 2], *rng.sample(earlier, min(len(earlier), rng.randrange(5)))]
+        edges += [
+            ContextEdge(owner=owner, source=source, target=reply, rank=rank, score=1.0 if rank == 0 else rng.random())
+            for rank, source in enumerate(sources)
+        ]
+    ContextEdge.objects.bulk_create(edges)
+    return messages
+
+
+def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db):
+    owner = make_user("erin")
+    messages = seed_history(owner, MESSAGES)
+    edge_count = ContextEdge.objects.filter(owner=owner).count()
+    page = open_page()
+    sign_in(page, "erin")
+
+    page.goto("/graph/")
+    wait_graph_ready(page)
+    timings = explorer(page, "x.timings")
+    navigation = page.evaluate("() => Math.round(performance.now())")
+    assert timings["nodes"] == MESSAGES
+    assert timings["edges"] == edge_count
+    assert timings["big"] is True
+    screenshot(page, "graph-2000")
+
+    # Interactive: find a message by number, open it, preview its Dep.
+    target = messages[100]
+    page.get_by_role("searchbox", name="Find").fill(f"#{target.seq}")
+    page.get_by_role("searchbox", name="Find").press("Enter")
+    panel = page.locator(".explorer-panel")
+    panel.get_by_role("button", name="Preview delete").click()
+    panel.locator(".preview-summary").wait_for()
+    dependents = page.request.get(f"/api/messages/{target.pk}/dependents/").json()
+    assert explorer(page, "x.highlighted()") == sorted([target.pk] + [d["id"] for d in dependents["dependents"]])
+    screenshot(page, "graph-2000-preview")
+
+    dagre_ms = page.evaluate(
+        """() => {
+          const cy = document.querySelector('[data-graph-page]').explorer.cy;
+          const started = performance.now();
+          cy.layout({ name: 'dagre', rankDir: 'LR', ranker: 'longest-path', fit: false, animate: false }).run();
+          return Math.round(performance.now() - started);
+        }"""
+    )
+    result = {
+        "messages": MESSAGES,
+        "edges": edge_count,
+        "fetch_ms": timings["fetch"],
+        "layout_ms": timings["layout"],
+        "load_to_first_frame_ms": timings["interactive"],
+        "since_navigation_ms": navigation,
+        "dagre_longest_path_layout_ms": dagre_ms,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print("graph benchmark:", json.dumps(result))
