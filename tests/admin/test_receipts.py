@@ -1,0 +1,180 @@
+import logging
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from chat.models import Message
+from provenance import services
+from provenance.models import DeletionRequest
+from tests.api.conftest import client_for
+from tests.factories import make_edge, make_message, unit_vector
+
+THRESHOLD = settings.DELLM_CONTEXT_THRESHOLD
+
+
+@pytest.fixture
+def chain(thread):
+    """fact -> reply, and an unrelated note: each with its own embedding."""
+    fact = make_message(thread, "My passport number is X123", embedding=unit_vector(1))
+    reply = make_message(thread, "Noted: passport X123", role="assistant", embedding=unit_vector(2))
+    make_edge(fact, reply, rank=0, score=1.0)
+    note = make_message(thread, "I like jasmine tea", embedding=unit_vector(3))
+    return fact, reply, note
+
+
+def run(owner, mode="soft", **select) -> DeletionRequest:
+    preview = services.deletion_preview(owner=owner, actor=owner, mode=mode, **select)
+    return services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+
+def test_soft_deletion_receipt(owner, chain):
+    fact = chain[0]
+    deletion = run(owner, ids=[fact.pk])
+    assert deletion.status == "executed"
+    assert deletion.verified_at >= deletion.executed_at
+    assert deletion.receipt == {
+        "passed": True,
+        "failed": [],
+        "checks": {
+            "taint": {"passed": True, "violations": []},
+            "gone": {"passed": True, "checked": 2, "live": []},
+            "forget": {"passed": True, "probes": 2, "threshold": THRESHOLD, "new_neighbours": []},
+            "purge": None,
+        },
+    }
+    assert DeletionRequest.objects.get(pk=deletion.pk).receipt == deletion.receipt
+
+
+def test_purge_receipt_checks_the_tombstones(owner, chain):
+    deletion = run(owner, mode="purge", exact="passport")
+    assert deletion.receipt["checks"]["purge"] == {
+        "passed": True,
+        "checked": 2,
+        "with_content": [],
+        "with_embedding": [],
+    }
+    assert deletion.receipt["checks"]["gone"] == {"passed": True, "checked": 2, "live": []}
+    assert deletion.receipt["passed"] is True
+
+
+def test_receipt_when_an_expiry_fires(owner, chain):
+    fact = chain[0]
+    when = timezone.now() + timedelta(minutes=5)
+    scheduled = run(owner, mode="expire", ids=[fact.pk], expire_at=when)
+    assert (scheduled.status, scheduled.receipt) == ("scheduled", None)
+    fired = services.deletion_fire(deletion_id=scheduled.pk, now=when + timedelta(seconds=1))
+    assert fired.status == "executed"
+    assert fired.receipt["passed"] is True
+    assert fired.receipt["checks"]["purge"]["checked"] == 2
+    assert fired.receipt["checks"]["forget"]["probes"] == 2
+
+
+def test_a_neighbour_that_was_there_before_does_not_fail_the_forget_test(owner, thread, chain):
+    fact, _, _ = chain
+    twin = make_message(thread, "A copy the user keeps", embedding=fact.embedding)
+    deletion = run(owner, ids=[fact.pk])
+    assert deletion.receipt["passed"] is True
+    assert Message.objects.get(pk=twin.pk).status == "active"
+
+
+def test_no_op_deletion_gets_a_passing_receipt(owner, chain):
+    deletion = run(owner, exact="no such words")
+    assert (deletion.total, deletion.receipt["passed"], deletion.receipt["checks"]["forget"]["probes"]) == (0, True, 0)
+
+
+def test_receipt_is_shown_to_the_user(owner, chain):
+    fact, _, _ = chain
+    api = client_for(owner)
+    preview = api.post("/api/deletions/", {"select": {"ids": [fact.pk]}, "mode": "purge"}, format="json").json()
+    assert preview["receipt"] is None
+    confirmed = api.post(f"/api/deletions/{preview['id']}/confirm/").json()
+    assert confirmed["receipt"]["passed"] is True
+    assert confirmed["receipt"]["checks"]["purge"]["checked"] == 2
+    assert api.get(f"/api/deletions/{preview['id']}/").json()["receipt"] == confirmed["receipt"]
+
+
+def behind_the_back(monkeypatch, damage):
+    """Make the deletion service run `damage(deletion)` inside its transaction, right after removing Dep(M)."""
+    real = services._apply
+
+    def apply(**kwargs):
+        probe = real(**kwargs)
+        damage(kwargs["deletion"])
+        return probe
+
+    monkeypatch.setattr(services, "_apply", apply)
+
+
+def test_an_edge_inserted_behind_the_services_back_fails_loudly(monkeypatch, caplog, owner, thread, chain, client):
+    fact, reply, _ = chain
+    late = make_message(thread, "A reply that slipped past the owner lock", role="assistant")
+    behind_the_back(monkeypatch, lambda deletion: make_edge(reply, late, rank=1))
+
+    with caplog.at_level(logging.INFO, logger="provenance"):
+        deletion = run(owner, ids=[fact.pk])
+
+    assert deletion.status == "verification_failed"
+    assert DeletionRequest.objects.get(pk=deletion.pk).status == "verification_failed"
+    assert (deletion.receipt["passed"], deletion.receipt["failed"]) == (False, ["taint"])
+    assert deletion.receipt["checks"]["taint"] == {"passed": False, "violations": [[late.pk, reply.pk]]}
+    [error] = [record for record in caplog.records if record.levelno == logging.ERROR]
+    assert error.getMessage() == (
+        f"deletion {deletion.pk} of owner {owner.pk} FAILED verification ['taint']: "
+        f"taint [[{late.pk}, {reply.pk}]], live [], new neighbours [], residue []"
+    )
+
+    # The user sees it, confirming again answers the same, and the admin warns.
+    body = client_for(owner).get(f"/api/deletions/{deletion.pk}/").json()
+    assert (body["status"], body["receipt"]["failed"]) == ("verification_failed", ["taint"])
+    again = services.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    assert (again.status, again.receipt) == ("verification_failed", deletion.receipt)
+    staff = owner.__class__.objects.create_user("root", password="pw", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    page = client.get(reverse("admin:provenance_deletionrequest_changelist")).content.decode()
+    assert f"1 deletion(s) FAILED verification (ids {deletion.pk})" in page
+    assert "FAILED: taint" in page
+    detail = client.get(reverse("admin:provenance_deletionrequest_change", args=[deletion.pk])).content.decode()
+    assert "<th>taint</th><td>FAILED</td>" in detail
+    integrity = client.get(reverse("admin:provenance_deletionrequest_integrity")).content.decode()
+    assert "I1 is BROKEN: 1 violation." in integrity
+    assert f"message {late.pk} has parent {reply.pk} (deleted, removed by deletion {deletion.pk})" in integrity
+
+    # A failed soft deletion can still be undone by its owner.
+    assert services.deletion_undo(deletion_id=deletion.pk, owner_id=owner.pk).status == "undone"
+
+
+def test_a_live_copy_of_deleted_text_fails_the_forget_test(monkeypatch, owner, thread, chain):
+    fact, _, _ = chain
+    copies = []
+
+    def copy(deletion):
+        copies.append(make_message(thread, fact.content, embedding=fact.embedding))
+
+    behind_the_back(monkeypatch, copy)
+    deletion = run(owner, mode="purge", ids=[fact.pk])
+    assert deletion.status == "verification_failed"
+    assert deletion.receipt["failed"] == ["forget"]
+    assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [copies[0].pk]
+
+
+def test_text_left_in_a_purged_row_fails_the_purge_check(monkeypatch, owner, chain):
+    fact, reply, _ = chain
+    behind_the_back(monkeypatch, lambda deletion: Message.objects.filter(pk=reply.pk).update(content="left behind"))
+    deletion = run(owner, mode="purge", ids=[fact.pk])
+    assert (deletion.status, deletion.receipt["failed"]) == ("verification_failed", ["purge"])
+    assert deletion.receipt["checks"]["purge"]["with_content"] == [reply.pk]
+
+
+def test_a_message_that_stays_live_fails_the_gone_check(monkeypatch, owner, chain):
+    fact, reply, _ = chain
+    behind_the_back(monkeypatch, lambda deletion: Message.objects.filter(pk=reply.pk).update(status="active"))
+    deletion = run(owner, ids=[fact.pk])
+    assert deletion.status == "verification_failed"
+    # A live reply of a deleted message also breaks I1.
+    assert deletion.receipt["failed"] == ["forget", "gone", "taint"]
+    assert deletion.receipt["checks"]["gone"]["live"] == [reply.pk]
+    assert deletion.receipt["checks"]["taint"]["violations"] == [[reply.pk, fact.pk]]
+    assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [reply.pk]
