@@ -5,6 +5,7 @@ from django.contrib.auth.models import Permission
 
 from provenance import services
 from tests.factories import make_edge, make_message, make_user, unit_vector
+from tests.worker.conftest import start_worker  # noqa: F401  (the residue test runs a real worker)
 
 # Purged in `history`: no admin page may show it.
 SECRET_WORD = "Zanzibar-4471"
