@@ -427,6 +427,8 @@ async function start() {
   const first = state.threads.find((thread) => thread.id === wanted) || state.threads[0];
   if (first) {
     await openThread(first.id);
+    // "Open in chat" from the graph links to #m-<id>; the message exists only now.
+    if (location.hash) document.getElementById(location.hash.slice(1))?.scrollIntoView({ block: "center" });
   } else {
     titleEl.textContent = "New conversation";
     updateEmpty();

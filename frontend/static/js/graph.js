@@ -339,6 +339,23 @@ export class GraphExplorer {
     close.focus();
   }
 
+  // Zooms and pans so `eles` fill the part of the canvas the panel leaves free.
+  fitBeside(eles) {
+    const pad = 40;
+    const free = this.panel.hidden ? this.canvas.clientWidth : this.canvas.clientWidth - this.panel.offsetWidth - 24;
+    const box = eles.boundingBox();
+    const width = Math.max(free - 2 * pad, 80);
+    const height = Math.max(this.canvas.clientHeight - 2 * pad, 80);
+    const zoom = Math.max(this.cy.minZoom(), Math.min(1.2, width / Math.max(box.w, 1), height / Math.max(box.h, 1)));
+    this.cy.animate(
+      {
+        zoom,
+        pan: { x: pad + (width - box.w * zoom) / 2 - box.x1 * zoom, y: pad + (height - box.h * zoom) / 2 - box.y1 * zoom },
+      },
+      { duration: 250 },
+    );
+  }
+
   // Pans so the node is not hidden under the side panel.
   keepClearOfPanel(node) {
     const visible = this.canvas.clientWidth - this.panel.offsetWidth - 24;
@@ -425,6 +442,7 @@ export class GraphExplorer {
       members.addClass("dep");
       this.node(rootId).removeClass("dep").addClass("dep-root");
     });
+    this.fitBeside(members);
   }
 
   // Ids currently highlighted as Dep(m) (the root included), ascending.
