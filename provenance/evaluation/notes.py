@@ -22,14 +22,24 @@ NOTES = """## Reading these numbers
   on utility, unlike in the paper, where the LLM reads those replies and leaks
   the fact. The storage view shows the paper's trade-off regardless of the
   responder: low thresholds destroy retain facts ("retain facts lost"), high
-  thresholds leave copies of the forget facts.
+  thresholds leave copies of the forget facts (PF, from 0.4 up). In TOFU the
+  replies quoting a fact are short and close to it in embedding space, so
+  semantic:0.6-0.7 removes them too and, offline, matches DeLLM (no copy left,
+  no retain fact lost, fewer messages deleted): there the paper's shape does
+  not appear.
 - **dellm** removes the fact and Dep(fact): every reply whose context held it,
   transitively. That is more messages than semantic deletion at high
   thresholds, but they are all replies derived from the fact: user messages
   have no parents in the provenance graph, so no retain fact is ever lost, and
   no copy is left.
-- **Retain utility can rise after deletion** (TOFU): removing the forget
-  authors' facts frees top-k context slots that near-duplicate template answers
-  of those authors used to take, so some retain questions retrieve their own
-  fact. Within the stated tolerance this counts as a difference, not a loss.
+- **Template overlap (TOFU).** TOFU answers share templates across authors
+  ("Author X is male."), so a quoted answer of another author can reach the 0.5
+  ROUGE-L recall of a forget question's gold answer. A few forget questions
+  then still count as answered after deletion, for DeLLM as for any system that
+  keeps other authors' facts; no_memory, which quotes nothing, stays at 0. The
+  "copies left" column shows no forget fact survives.
+- **Retain utility can move by a question** under DeLLM although no retain fact
+  is lost: a reply that quoted a retain fact *and* had a forget fact in its
+  context is in Dep(forget fact) and goes, and it was sometimes the message that
+  answered a retain question whose own fact is not in that question's top-k.
 """
