@@ -4,7 +4,6 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from provenance import services
-from tests.browser.conftest import chromium, open_page  # noqa: F401  (fixtures of the graph page's browser test)
 from tests.factories import make_edge, make_message, make_user, unit_vector
 from tests.worker.conftest import start_worker  # noqa: F401  (the residue test runs a real worker)
 
