@@ -1,6 +1,6 @@
 """A small OpenAI-compatible HTTP server for tests: the real `openai` client talks to it.
 
-Each request to /v1/chat/completions takes the next scripted behaviour:
+Each request (/v1/chat/completions or /v1/embeddings) takes the next scripted behaviour:
 `("ok", text)`, `("status", code)` or `("sleep", seconds)`; when the script
 runs out, it answers "ok" with `default_text`. Requests are recorded.
 """
@@ -12,8 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    def __init__(self, default_text: str = "A reply from the fake model.", chunk_delay: float = 0.0):
+    def __init__(
+        self, default_text: str = "A reply from the fake model.", chunk_delay: float = 0.0, embedding_dim: int = 8
+    ):
         self.script: list[tuple] = []
+        self.embedding_dim = embedding_dim
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
         self.default_text = default_text
@@ -34,6 +37,8 @@ class FakeOpenAI:
                     step = ("ok", fake.default_text)
                 if step[0] == "status":
                     self._json(step[1], {"error": {"message": f"scripted {step[1]}", "type": "test"}})
+                elif self.path.endswith("/embeddings"):
+                    self._json(200, _embeddings(body["input"], fake.embedding_dim))
                 elif body.get("stream"):
                     self._stream(step[1])
                 else:
@@ -85,3 +90,12 @@ def _completion(text: str, stream: bool = False) -> dict:
         "model": "fake-model",
         "choices": [choice],
     }
+
+
+def _embeddings(texts: list[str], dim: int) -> dict:
+    # Deterministic, distinct per text; returned out of order, as the API allows.
+    data = []
+    for index, text in enumerate(texts):
+        vector = [float((len(text) * (i + 1) + index) % 7 + 1) for i in range(dim)]
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    return {"object": "list", "data": data[::-1], "model": "fake-embedding"}

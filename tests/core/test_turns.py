@@ -125,3 +125,35 @@ def test_message_without_a_vector_has_no_neighbours(owner, thread):
     assert [item.content for item in context_retrieve(message=blank, policy="full", k=5, threshold=-1, window=5)] == [
         "I live in Paris."
     ]
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("none", []),
+        ("window", ["I drink tea.", "I live in Paris."]),
+        ("full", ["I have a cat.", "I drink tea.", "I live in Paris."]),
+    ],
+)
+def test_context_policies_choose_what_the_model_sees(owner, thread, settings, policy, expected):
+    from chat.selectors import context_retrieve
+    from tests.factories import make_message, unit_vector
+
+    for seed, text in enumerate(["I have a cat.", "I drink tea.", "I live in Paris."]):
+        make_message(thread, text, embedding=unit_vector(seed))
+    make_message(thread, "deleted fact", embedding=unit_vector(9), status="deleted")
+    question = make_message(thread, "Where do I live?", embedding=unit_vector(2))
+    context = context_retrieve(message=question, policy=policy, k=5, threshold=0.2, window=2)
+    assert [item.content for item in context] == expected
+
+
+def test_relevant_policy_takes_top_k_above_threshold(owner, thread):
+    from chat.selectors import context_retrieve
+    from tests.factories import make_message, unit_vector
+
+    near = [make_message(thread, f"near {i}", embedding=unit_vector(1)) for i in range(7)]
+    make_message(thread, "far", embedding=unit_vector(2))
+    question = make_message(thread, "?", embedding=unit_vector(1))
+    context = context_retrieve(message=question, policy="relevant", k=5, threshold=0.5, window=0)
+    assert [item.id for item in context] == [m.pk for m in near[::-1][:5]]
+    assert all(item.score == pytest.approx(1.0) for item in context)
