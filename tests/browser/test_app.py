@@ -122,6 +122,7 @@ def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
     page.get_by_role("link", name="Deletions").click()
     row = page.locator(f'tr[data-deletion="{deletion.pk}"]')
     expect(row).to_contain_text("Soft delete")
+    expect(row.locator("[data-receipt]")).to_have_attribute("data-receipt", "passed")
     screenshot(page, "deletions")
     row.get_by_role("button", name="Undo").click()
     page.get_by_role("dialog").get_by_role("button", name="Undo").click()

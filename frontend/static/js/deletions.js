@@ -7,18 +7,20 @@ const host = document.querySelector("[data-deletions]");
 const showAll = document.querySelector("[data-show-all]");
 let deletions = [];
 
+const EXECUTED = new Set(["executed", "verification_failed"]);
 const SELECTOR_TEXT = { ids: "chosen messages", exact: "exact phrase", semantic: "by meaning", request: "asked in chat" };
 const STATUS_TEXT = {
   previewed: "preview only",
   scheduled: "scheduled",
   executed: "done",
+  verification_failed: "done, check failed",
   cancelled: "cancelled",
   undone: "undone",
 };
 
 function actions(deletion) {
   const cell = el("div", { class: "row-actions" });
-  if (deletion.status === "executed" && deletion.mode === "soft") {
+  if (EXECUTED.has(deletion.status) && deletion.mode === "soft") {
     cell.append(button("Undo", "btn-primary", () => run(deletion, "undo", "Undo this deletion?", `Restores the ${plural(deletion.deleted.length, "message")} it removed.`)));
   }
   if (deletion.status === "scheduled" || deletion.status === "previewed") {
@@ -48,13 +50,26 @@ async function run(deletion, verb, title, text) {
 }
 
 function counts(deletion) {
-  const removed = deletion.status === "executed" || deletion.status === "undone";
+  const removed = EXECUTED.has(deletion.status) || deletion.status === "undone";
   return el(
     "div",
     { class: "counts" },
     el("span", {}, el("strong", {}, deletion.matched.length), " matched"),
     el("span", {}, el("strong", {}, deletion.dependents.length), " derived"),
     removed ? el("span", {}, el("strong", {}, deletion.deleted.length), deletion.status === "undone" ? " restored" : " removed") : null,
+  );
+}
+
+// The receipt: checks run right after the deletion (I1, ids gone, forget test, purge residue).
+function receipt(deletion) {
+  if (!deletion.receipt) return null;
+  if (deletion.receipt.passed) return el("div", { class: "muted small", dataset: { receipt: "passed" } }, "✓ verified");
+  return el(
+    "div",
+    { class: "small error-text", dataset: { receipt: "failed" } },
+    "Verification failed: ",
+    deletion.receipt.failed.join(", "),
+    ". An administrator has been alerted.",
   );
 }
 
@@ -70,6 +85,7 @@ function row(deletion) {
       { "data-label": "Status" },
       el("span", { class: `badge badge-${deletion.status}` }, STATUS_TEXT[deletion.status] || deletion.status),
       deletion.status === "scheduled" && deletion.expire_at ? el("div", { class: "muted small" }, "at ", timeEl(deletion.expire_at)) : null,
+      receipt(deletion),
     ),
     el("td", { "data-label": "Outcome", class: "outcome" }, deletion.outcome || "—"),
     el("td", { "data-label": "" }, actions(deletion)),
