@@ -63,3 +63,22 @@ eval: setup
 	$(PY) -m dellm_site.embedded start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py dellm_eval --out eval-results
+
+# Benchmarks at scale in a throwaway embedded PostgreSQL (about 20 min on 2 cores at
+# BENCH_SCALE=full: 1M messages over 100 users plus users of 1k, 2k and 100k messages;
+# BENCH_SCALE=small: 200k messages, random vectors, a few minutes).
+# REPORT.md, README_SECTION.md, results.json and the charts land in bench-results/.
+BENCH_SCALE ?= full
+bench: setup
+	@set -e; \
+	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-bench.XXXXXX); \
+	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
+	$(PY) manage.py migrate --noinput >/dev/null; \
+	if [ "$(BENCH_SCALE)" = small ]; then \
+	  seed="--users 10 --messages 100000 --extra-users 1000,2000,100000 --random-vectors"; \
+	else \
+	  seed="--users 100 --messages 1000000 --extra-users 1000,2000,100000"; \
+	fi; \
+	$(PY) manage.py dellm_seed $$seed; \
+	$(PY) manage.py dellm_bench --out bench-results \
+	  --command-line "make bench BENCH_SCALE=$(BENCH_SCALE) (manage.py dellm_seed $$seed; manage.py dellm_bench)"

@@ -37,12 +37,14 @@ Status = DeletionRequest.Status
 
 # Every pair (live message, probe) at or above the threshold. Exact, like
 # context retrieval: no index, so no neighbour is missed under the owner filter.
+# The probes are parsed into vectors once (`::vector[]`), not once per pair:
+# that cast cost 150 us a pair, 154 s for 100 probes over 10k messages.
 _NEIGHBOURS_SQL = """
 SELECT DISTINCT m.id
-FROM chat_message m, unnest(%(probes)s::text[]) AS p(vector)
+FROM chat_message m, unnest(%(probes)s::vector[]) AS p(vector)
 WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.embedding IS NOT NULL
   AND NOT (m.id = ANY(%(exclude)s))
-  AND 1 - (m.embedding <=> p.vector::vector) >= %(threshold)s
+  AND 1 - (m.embedding <=> p.vector) >= %(threshold)s
 """
 
 

@@ -1,0 +1,349 @@
+"""Writes a bench run: REPORT.md, README_SECTION.md (for the README's "Performance"), results.json and PNG charts."""
+
+import json
+from pathlib import Path
+
+# The Figure API draws with the Agg canvas, headless, without pyplot's global state.
+from matplotlib.figure import Figure
+
+TARGETS = {
+    "dependents": 30.0,
+    "cte_ratio": 10.0,
+    "retrieval_100k": 20.0,
+    "turn": 25.0,
+    "purge_10k": 1000.0,
+    "graph": 2000.0,
+}
+
+
+def _ms(value) -> str:
+    return "–" if value is None else (f"{value:.2f}" if value < 10 else f"{value:.0f}")
+
+
+def _table(header: list[str], lines: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
+
+
+def _verdict(ok: bool | None) -> str:
+    return "not measured" if ok is None else ("**met**" if ok else "**missed**")
+
+
+def targets(results: dict) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for each of the product's targets."""
+    out = []
+    dep = results.get("dep")
+    if dep:
+        small = [r for r in dep["rows"] if r["bucket"] in ("1-10", "10-1k") and r["http"]["n"]]
+        worst = max((r["http"]["p95"] for r in small), default=None)
+        out.append(
+            (
+                "Dependents endpoint p95 <= 30 ms for |Dep| <= 1,000",
+                f"{_ms(worst)} ms",
+                None if worst is None else worst <= TARGETS["dependents"],
+            )
+        )
+        big = [r for r in dep["rows"] if r["bucket"] in ("1k-10k", "10k+") and r["cte"]["n"]]
+        ratio = max((r["ratio_p50"] for r in big), default=None)
+        out.append(
+            (
+                "CTE within 10x of rustworkx for |Dep| >= 1,000 (median ratio)",
+                "–" if ratio is None else f"{ratio:.0f}x",
+                None if ratio is None else ratio <= TARGETS["cte_ratio"],
+            )
+        )
+    retrieval = results.get("retrieval")
+    if retrieval:
+        small = [r for r in retrieval["rows"] if r["messages"] <= 10_500]
+        recall = min((r["recall_min"] for r in small), default=None)
+        out.append(
+            ("Retrieval recall@5 = 1.0 up to 10k messages", f"min {recall}", None if recall is None else recall >= 1.0)
+        )
+        heavy = [r for r in retrieval["rows"] if r["messages"] > 50_000]
+        if heavy:
+            best = heavy[-1]
+            out.append(
+                (
+                    "100k-message user: p95 <= 20 ms with recall@5 >= 0.98",
+                    f"{_ms(best['db']['p95'])} ms, recall {best['recall_mean']:.3f} ({best['method'].split(' (')[0]})",
+                    best["db"]["p95"] <= TARGETS["retrieval_100k"] and best["recall_mean"] >= 0.98,
+                )
+            )
+    turn = results.get("turn")
+    if turn:
+        p95 = turn["overhead"]["p95"]
+        out.append(("Turn overhead (no LLM) p95 <= 25 ms", f"{_ms(p95)} ms", p95 <= TARGETS["turn"]))
+    purge = results.get("purge")
+    if purge:
+        row = next((r for r in purge["rows"] if r["target"] == 10_000), None)
+        out.append(
+            (
+                "Purge of 10,000 messages <= 1 s",
+                "–" if row is None else f"{_ms(row['confirm']['p50'])} ms (p50)",
+                None if row is None else row["confirm"]["p50"] <= TARGETS["purge_10k"],
+            )
+        )
+    graph = results.get("graph")
+    if graph and "interactive" in graph:
+        p50 = graph["interactive"]["p50"]
+        out.append(("Graph page, 2,000 nodes, interactive <= 2 s", f"{_ms(p50)} ms (p50)", p50 <= TARGETS["graph"]))
+    return out
+
+
+def _charts(out: Path, results: dict) -> list[str]:
+    names = []
+    dep = results.get("dep")
+    if dep:
+        rows = [r for r in dep["rows"] if r["cte"]["n"]]
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
+        x = range(len(rows))
+        width = 0.27
+        for offset, key, label in (
+            (-width, "cte", "recursive CTE"),
+            (0, "rustworkx", "rustworkx"),
+            (width, "http", "HTTP"),
+        ):
+            ax.bar([i + offset for i in x], [r[key]["p50"] or 0 for r in rows], width, label=f"{label} p50")
+        ax.set_xticks(list(x), [r["bucket"] for r in rows])
+        ax.set_yscale("log")
+        ax.set_xlabel("|Dep(m)|")
+        ax.set_ylabel("ms (log)")
+        ax.set_title("Dep(m): recursive CTE vs in-memory rustworkx")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "dep.png", dpi=110)
+        names.append("dep.png")
+    retrieval = results.get("retrieval")
+    if retrieval:
+        rows = retrieval["rows"]
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
+        labels = [f"{r['messages'] // 1000}k\n{r['method'].split(' (')[0]}" for r in rows]
+        ax.bar(range(len(rows)), [r["db"]["p95"] for r in rows], label="p95")
+        ax.bar(range(len(rows)), [r["db"]["p50"] for r in rows], label="p50")
+        ax.axhline(TARGETS["retrieval_100k"], color="grey", linestyle="--", label="20 ms target")
+        ax.set_xticks(range(len(rows)), labels, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title("Context retrieval, top-5 per user")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "retrieval.png", dpi=110)
+        names.append("retrieval.png")
+    series = [(key, results[key]["samples"]) for key in ("turn", "throughput") if results.get(key, {}).get("samples")]
+    if series:
+        fig = Figure(figsize=(7, 3.5))
+        axes = fig.subplots(1, len(series), squeeze=False)[0]
+        titles = {"turn": "Turn overhead, no LLM (ms)", "throughput": "HTTP + Celery turn latency (ms)"}
+        for ax, (key, samples) in zip(axes, series, strict=True):
+            ax.hist(samples, bins=30)
+            ax.set_title(titles[key], fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=110)
+        names.append("latency.png")
+    return names
+
+
+def _sections(results: dict) -> list[str]:
+    parts = []
+    dep = results.get("dep")
+    if dep:
+        lines = [
+            [
+                r["bucket"],
+                r["sizes"],
+                str(r["cte"]["n"]),
+                _ms(r["cte"]["p50"]),
+                _ms(r["cte"]["p95"]),
+                _ms(r["rustworkx"]["p50"]),
+                _ms(r["rustworkx"]["p95"]),
+                "–" if r["ratio_p50"] is None else f"{r['ratio_p50']:.1f}x",
+                _ms(r["http"]["p50"]),
+                _ms(r["http"]["p95"]),
+            ]
+            for r in dep["rows"]
+        ]
+        graphs = ", ".join(f"{g['messages']:,} messages in {g['load_ms']:.0f} ms" for g in dep["graphs"])
+        parts += [
+            "## 1. Dep(m): recursive CTE vs rustworkx, and the dependents endpoint",
+            _table(
+                [
+                    "|Dep|",
+                    "sizes",
+                    "n",
+                    "CTE p50",
+                    "CTE p95",
+                    "rustworkx p50",
+                    "rustworkx p95",
+                    "ratio (median)",
+                    "HTTP p50",
+                    "HTTP p95",
+                ],
+                lines,
+            ),
+            f"Milliseconds. rustworkx times exclude loading the owner's graph into memory ({graphs}). "
+            f"HTTP: `GET /api/messages/<id>/dependents/` (Dep, explanation paths, JSON) through Django's test "
+            f"client with token auth. Results compared: {dep['mismatches']} mismatches.",
+            "![Dep](dep.png)",
+        ]
+    retrieval = results.get("retrieval")
+    if retrieval:
+        lines = [
+            [
+                f"{r['messages']:,}",
+                r["method"],
+                str(r["db"]["n"]),
+                _ms(r["db"]["p50"]),
+                _ms(r["db"]["p95"]),
+                f"{r['recall_mean']:.3f}",
+                f"{r['recall_min']:.2f}",
+                _ms(r["numpy"]["p50"]),
+            ]
+            for r in retrieval["rows"]
+        ]
+        parts += [
+            f"## 2. Context retrieval: top-{retrieval['k']} per user",
+            _table(["messages", "method", "n", "p50", "p95", "recall@5", "min recall", "NumPy brute force p50"], lines),
+            "Through `chat.selectors.context_retrieve` (threshold off), against a NumPy brute force over the same "
+            "vectors; a result tied with the 5th best similarity counts as a hit. Owners with at least "
+            "`chat.vector_indexes.MIN_MESSAGES` messages get a partial IVFFlat index (`manage.py "
+            "dellm_vector_indexes`); smaller ones are searched exactly.",
+            "![Retrieval](retrieval.png)",
+        ]
+    turn = results.get("turn")
+    if turn:
+        lines = [
+            [label, _ms(turn[key]["p50"]), _ms(turn[key]["p95"])]
+            for key, label in (
+                ("overhead", "**turn overhead (turn_run minus responder)**"),
+                ("turn_run", "turn_run, offline responder included"),
+                ("responder", "offline responder alone"),
+                ("embed", "embed one message (part of the overhead)"),
+                ("retrieve", "context_retrieve (part of the overhead)"),
+                ("store", "storing the user message (turn_create, before the task)"),
+            )
+        ]
+        parts += [
+            "## 3. Turn overhead without the LLM call",
+            _table(["step", "p50", "p95"], lines),
+            f"{turn['turn_run']['n']} turns over {turn['owners']} users of ~{turn['owner_messages']:,} messages; "
+            f"failed: {turn['failed']}. turn_run = mark running, embed, retrieve, responder, embed reply, commit "
+            "reply and edges under the owner's lock.",
+        ]
+    purge = results.get("purge")
+    if purge:
+        lines = [
+            [
+                f"{r['size']:,}",
+                _ms(r["core"]["p50"]),
+                _ms(r["core"]["p95"]),
+                _ms(r["probe"]["p50"]),
+                _ms(r["preview"]["p50"]),
+                _ms(r["confirm"]["p50"]),
+                _ms(r["confirm"]["p95"]),
+            ]
+            for r in purge["rows"]
+        ]
+        parts += [
+            "## 4. Cascade purge",
+            _table(
+                [
+                    "|Dep| purged",
+                    "cascade p50",
+                    "cascade p95",
+                    "forget probe",
+                    "preview p50",
+                    "confirm p50",
+                    "confirm p95",
+                ],
+                lines,
+            ),
+            "cascade = Dep(m) by the recursive CTE plus the purge UPDATE (content, embedding and search vector "
+            "destroyed), in one transaction under the owner's lock, rolled back so the data stay. confirm = the "
+            "whole `deletion_confirm`: the cascade, the receipt's forget probe inside the transaction, the audit "
+            "row, then `deletion_verify` (a second neighbour scan); run only up to 1,000 messages. The forget probe "
+            "is timed alone on the same Dep: an exact scan of |Dep| probes x the owner's history.",
+        ]
+    throughput = results.get("throughput")
+    if throughput:
+        parts += [
+            "## 5. Sustained chat throughput (HTTP + Celery, offline responder)",
+            _table(
+                ["clients", "seconds", "turns", "turns/s", "latency p50", "latency p95", "failures"],
+                [
+                    [
+                        str(throughput["clients"]),
+                        f"{throughput['seconds']:.0f}",
+                        str(throughput["turns"]),
+                        f"{throughput['turns_per_s']:.1f}",
+                        _ms(throughput["latency"]["p50"]),
+                        _ms(throughput["latency"]["p95"]),
+                        str(throughput["failures"]),
+                    ]
+                ],
+            ),
+            "Each client: POST a message, poll `GET /api/turns/<id>/` every 20 ms until done. `manage.py runserver` "
+            "(threaded) and one Celery worker (prefork, 2 processes) on a private queue, loopback only.",
+            "![Latency](latency.png)",
+        ]
+    graph = results.get("graph")
+    if graph:
+        if "error" in graph:
+            parts += ["## 6. Graph page", f"Not measured: {graph['error']}"]
+        else:
+            parts += [
+                "## 6. Graph page in headless Chromium",
+                _table(
+                    ["nodes", "edges", "first load", "interactive p50", "interactive p95", "fetch p50", "layout p50"],
+                    [
+                        [
+                            str(graph["nodes"]),
+                            str(graph["edges"]),
+                            _ms(graph["first_load_ms"]),
+                            _ms(graph["interactive"]["p50"]),
+                            _ms(graph["interactive"]["p95"]),
+                            _ms(graph["fetch_ms"]["p50"]),
+                            _ms(graph["layout_ms"]["p50"]),
+                        ]
+                    ],
+                ),
+                "From navigation start to the explorer's `explorer:ready` event (first frame drawn with the graph, "
+                '`data-ready="true"`), `/graph/` served by runserver, Chromium 1280x800.',
+            ]
+    return parts
+
+
+def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    charts = _charts(out, results)
+    goals = targets(results)
+    summary = _table(["target", "measured", "verdict"], [[t, m, _verdict(ok)] for t, m, ok in goals])
+    header = [
+        "# DeLLM benchmarks",
+        f"Command: `{meta['command']}`",
+        f"Data: {meta['data']}. Vectors: {meta['vectors']}. Machine: {meta['machine']}. "
+        f"Bench run: {meta['seconds']:.0f} s.",
+        "Times are wall-clock milliseconds on a shared machine: read the medians, p95s and side-by-side ratios.",
+        "## Targets",
+        summary,
+    ]
+    report = out / "REPORT.md"
+    report.write_text("\n\n".join(header + _sections(results)) + "\n", encoding="utf-8")
+    section = out / "README_SECTION.md"
+    section.write_text(
+        "\n\n".join(
+            [
+                "## Performance",
+                f"`make bench` ({meta['command']}; data: {meta['data']}; vectors: {meta['vectors']}; "
+                f"{meta['machine']}) writes `bench-results/REPORT.md` and its charts. Latest numbers:",
+                summary,
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    path = out / "results.json"
+    slim = {key: {k: v for k, v in value.items() if k != "samples"} for key, value in results.items()}
+    path.write_text(json.dumps({"meta": meta, "results": slim, "charts": charts}, indent=2), encoding="utf-8")
+    return {"report": report, "section": section, "json": path, **{name: out / name for name in charts}}

@@ -1,0 +1,121 @@
+import logging
+import os
+import platform
+import random
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandError
+
+from dellm_site.celery import app as celery_app
+from provenance.bench.live import graph_page_bench, throughput_bench
+from provenance.bench.measure import (
+    bench_users,
+    dep_bench,
+    nearest_user,
+    purge_bench,
+    retrieval_bench,
+    turn_bench,
+    vectors_kind,
+)
+from provenance.bench.report import report_write
+
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph")
+# One INFO line (ids only) per turn or deletion; thousands per run.
+QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure DeLLM at scale on the users `manage.py dellm_seed` made: Dep(m), retrieval, turn overhead, purge, "
+        "HTTP + Celery throughput, the graph page. Writes REPORT.md, README_SECTION.md, results.json and PNGs."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--out", default="bench-results", help="Output directory (default bench-results/).")
+        parser.add_argument("--parts", default=",".join(PARTS), help=f"Comma-separated subset of {','.join(PARTS)}.")
+        parser.add_argument("--samples", type=int, default=30, help="Dep(m) samples per |Dep| bucket.")
+        parser.add_argument("--queries", type=int, default=60, help="Retrieval queries per user size.")
+        parser.add_argument("--turns", type=int, default=100, help="Turns for the overhead measurement.")
+        parser.add_argument("--purges", type=int, default=2, help="Purges per size (each spends one bench user).")
+        parser.add_argument("--purge-sizes", default="1000,10000", help="|Dep| of the purges (comma-separated).")
+        parser.add_argument("--clients", type=int, default=4, help="Concurrent HTTP clients.")
+        parser.add_argument("--seconds", type=float, default=30.0, help="Throughput run length (bounded).")
+        parser.add_argument("--max-turns", type=int, default=400, help="Throughput turn budget (bounded).")
+        parser.add_argument("--page-loads", type=int, default=5, help="Graph page loads.")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
+
+    def handle(self, *args, **options):
+        parts = [p.strip() for p in options["parts"].split(",") if p.strip()]
+        unknown = set(parts) - set(PARTS)
+        if unknown:
+            raise CommandError(f"Unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}.")
+        users = bench_users()
+        if not users:
+            raise CommandError("No bench users: run `manage.py dellm_seed` first.")
+        started = time.monotonic()
+        rng = random.Random(options["seed"])
+        nprng = np.random.default_rng(options["seed"])
+        results = {}
+        quiet = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+        queue = celery_app.conf.task_default_queue
+        try:
+            for name in QUIET_LOGGERS:
+                logging.getLogger(name).setLevel(logging.WARNING)
+            # A purge enqueues a VACUUM after commit: send it to a queue nobody
+            # serves (and delete it at the end) so no worker elsewhere picks it up;
+            # the purge part vacuums in-line afterwards, outside the timings.
+            celery_app.conf.task_default_queue = f"dellm-bench-{uuid.uuid4().hex[:8]}"
+            for part in parts:
+                self.stdout.write(f"  {part}...")
+                part_started = time.monotonic()
+                results[part] = self._run(part, users, options, rng, nprng)
+                users = bench_users()
+                self.stdout.write(f"  {part}: {time.monotonic() - part_started:.0f} s")
+        finally:
+            with celery_app.connection_for_write() as conn:
+                conn.default_channel.queue_delete(celery_app.conf.task_default_queue)
+            celery_app.conf.task_default_queue = queue
+            for name, level in quiet.items():
+                logging.getLogger(name).setLevel(level)
+        total = sum(size for _, size in users)
+        meta = {
+            "command": options["command_line"] or "manage.py dellm_bench",
+            "data": f"{len(users)} bench users, {total:,} live messages (largest {users[-1][1]:,})",
+            "vectors": vectors_kind(users[-1][0]),
+            "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}",
+            "seconds": time.monotonic() - started,
+        }
+        paths = report_write(out=Path(options["out"]), meta=meta, results=results)
+        self.stdout.write(self.style.SUCCESS(f"Wrote {', '.join(str(p) for p in paths.values())}"))
+
+    @staticmethod
+    def _run(part, users, options, rng, nprng) -> dict:
+        if part == "dep":
+            return dep_bench(
+                users=users, per_bucket=options["samples"], http_per_bucket=options["samples"] // 2, rng=rng
+            )
+        if part == "retrieval":
+            return retrieval_bench(users=users, queries=options["queries"], seed=options["seed"])
+        if part == "turn":
+            return turn_bench(users=users, turns=options["turns"], rng=nprng)
+        if part == "purge":
+            sizes = tuple(int(size) for size in options["purge_sizes"].split(",") if size.strip())
+            return purge_bench(users=users, targets=sizes, repeats=options["purges"])
+        if part == "throughput":
+            # Typical users, not the 2,000-message one the graph page shows.
+            owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
+            return throughput_bench(
+                owners=owners,
+                clients=options["clients"],
+                seconds=options["seconds"],
+                max_turns=options["max_turns"],
+                seed=options["seed"],
+            )
+        user = nearest_user(users, 2_000)
+        if user is None:
+            return {"error": "no bench user with 1,000-4,000 messages (seed with --extra-users 2000)"}
+        return graph_page_bench(owner_id=user[0], loads=options["page_loads"])

@@ -1,0 +1,91 @@
+"""The smoke variant of `make bench`: seed and measure a tiny history in seconds, so the code does not rot."""
+
+import json
+from io import StringIO
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+
+from chat.models import Message
+from chat.vector_indexes import owner_vector_index_sync, owner_vector_indexes
+from provenance.bench.measure import OwnerGraph
+from provenance.bench.seed import USERNAME_PREFIX, bench_user_ids
+from provenance.models import ContextEdge
+from provenance.selectors import dep_ids, taint_violations
+from tests.factories import make_user
+
+
+def _index_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename IN ('chat_message', 'provenance_contextedge')")
+        return cursor.fetchone()[0]
+
+
+def test_seed_loads_bench_users_only_and_restores_indexes(transactional_db):
+    other = make_user("alice")
+    indexes = _index_count()
+
+    call_command("dellm_seed", users=2, messages=600, extra_users="101", random_vectors=True, stdout=StringIO())
+
+    owners = bench_user_ids()
+    sizes = sorted(Message.objects.filter(owner_id=owner).count() for owner in owners)
+    assert sizes == [101, 300, 300]
+    assert _index_count() == indexes
+    assert taint_violations() == []
+    # Each reply: its user message plus 5 earlier ones (fewer at the very start).
+    reply = Message.objects.get(owner_id=owners[0], seq=200)
+    assert sorted(ContextEdge.objects.filter(target=reply).values_list("rank", flat=True)) == [0, 1, 2, 3, 4, 5]
+    graph = OwnerGraph(owners[0])
+    first = graph.ids[0]
+    assert dep_ids(owner_id=owners[0], roots=[first]) == graph.dep(first)
+    # Only replies have parents: Dep(first) is about every reply.
+    assert graph.dep_size(first) > 100
+
+    call_command("dellm_seed", reset_only=True, stdout=StringIO())
+    assert not get_user_model().objects.filter(username__startswith=USERNAME_PREFIX).exists()
+    assert get_user_model().objects.filter(pk=other.pk).exists()
+
+
+def test_vector_index_sync_creates_and_drops_per_owner_indexes(transactional_db):
+    call_command("dellm_seed", users=1, messages=300, extra_users="50", random_vectors=True, stdout=StringIO())
+    big, small = sorted(bench_user_ids(), key=lambda o: -Message.objects.filter(owner_id=o).count())
+
+    assert owner_vector_index_sync(min_messages=200) == {"created": [big], "rebuilt": [], "dropped": []}
+    assert owner_vector_indexes() == {big: 17}
+    assert owner_vector_index_sync(min_messages=200) == {"created": [], "rebuilt": [], "dropped": []}
+    assert owner_vector_index_sync(min_messages=10_000) == {"created": [], "rebuilt": [], "dropped": [big]}
+    assert owner_vector_indexes() == {}
+    assert small != big
+
+
+def test_smoke_bench_writes_report(transactional_db, tmp_path):
+    call_command("dellm_seed", users=2, messages=2000, extra_users="50000", random_vectors=True, stdout=StringIO())
+
+    call_command(
+        "dellm_bench",
+        parts="dep,retrieval,turn,purge",
+        samples=3,
+        queries=4,
+        turns=3,
+        purges=1,
+        purge_sizes="50,5000",
+        out=str(tmp_path),
+        stdout=StringIO(),
+    )
+
+    report = (tmp_path / "REPORT.md").read_text()
+    for title in ("## Targets", "## 1. Dep(m)", "## 2. Context retrieval", "## 3. Turn overhead", "## 4. Cascade"):
+        assert title in report
+    assert (tmp_path / "dep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert results["dep"]["mismatches"] == 0
+    assert {row["bucket"] for row in results["dep"]["rows"] if row["cte"]["n"]} >= {"1-10", "10-1k"}
+    methods = [row["method"] for row in results["retrieval"]["rows"]]
+    assert methods[0] == "exact scan" and methods[-1].startswith("per-owner IVFFlat")
+    assert all(row["recall_min"] == 1.0 for row in results["retrieval"]["rows"] if row["method"] == "exact scan")
+    assert results["turn"]["failed"] == 0
+    purges = results["purge"]["rows"]
+    assert [row["target"] for row in purges] == [50, 5000]
+    assert purges[0]["confirm"]["n"] == 1 and purges[1]["confirm"]["n"] == 0 and purges[1]["core"]["n"] == 1
+    assert "README_SECTION.md" in {p.name for p in tmp_path.iterdir()}
