@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from chat.models import Message
+from dellm_site.admin import ReadOnlyModelAdmin
 
 TOMBSTONE = "— purged —"
 PREVIEW_CHARS = 80
@@ -23,7 +24,7 @@ def shown_content(message: Message, *, chars: int | None = None) -> str:
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadOnlyModelAdmin):
     list_display = ["id", "seq", "owner", "thread_id", "role", "status", "text", "deleted_by", "created_at"]
     list_filter = ["status", "role", ("owner", admin.RelatedOnlyFieldListFilter), "created_at"]
     list_select_related = ["owner", "deleted_by"]
@@ -41,15 +42,6 @@ class MessageAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         # Vectors are never shown; do not fetch them for every row.
         return super().get_queryset(request).defer("embedding", "search")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="text")
     def text(self, message):

@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from dellm_site.admin import ReadOnlyModelAdmin
 from provenance import admin_views
 from provenance.models import DeletionRequest
 
@@ -97,7 +98,7 @@ CSV_COLUMNS = {
 
 
 @admin.register(DeletionRequest)
-class DeletionRequestAdmin(admin.ModelAdmin):
+class DeletionRequestAdmin(ReadOnlyModelAdmin):
     list_display = [
         "id",
         "created_at",
@@ -142,16 +143,6 @@ class DeletionRequestAdmin(admin.ModelAdmin):
         "review",
     ]
     readonly_fields = [name for row in fields for name in (row if isinstance(row, tuple) else [row])]
-
-    # The audit is written by the deletion services only.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(boolean=True, description="on behalf")
     def on_behalf(self, deletion):
