@@ -123,9 +123,9 @@ CELERY_BEAT_SCHEDULE = {
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
 DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
+DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 # How long one Server-Sent Events stream for a turn may stay open.
 DELLM_SSE_TIMEOUT = env_float("DELLM_SSE_TIMEOUT", 300.0)
-DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 
 # --- DeLLM ------------------------------------------------------------------
 DELLM_LLM = env_choice(
