@@ -196,11 +196,13 @@ def _retrieval_run(owner_id: int, queries: np.ndarray, ids: np.ndarray, vectors:
     }
 
 
-def retrieval_bench(*, users, queries: int, k: int = 5, seed: int = 0) -> dict:
+def retrieval_bench(
+    *, users, queries: int, k: int = 5, seed: int = 0, sizes=RETRIEVAL_SIZES, index_min: int = MIN_MESSAGES
+) -> dict:
     """Per-user top-k through `context_retrieve`, recall@k against a NumPy brute force over the same vectors."""
     rng = np.random.default_rng(seed + 1)
     rows, taken = [], []
-    for size in RETRIEVAL_SIZES:
+    for size in sizes:
         user = nearest_user(users, size, exclude=taken)
         if user is None:
             continue
@@ -213,13 +215,13 @@ def retrieval_bench(*, users, queries: int, k: int = 5, seed: int = 0) -> dict:
         vectors = np.asarray([vector for _, vector in pairs], dtype=np.float32)
         batch = _queries(owner_id, queries, rng)
         base = {"size": size, "owner": owner_id, "messages": len(ids)}
-        if len(ids) < MIN_MESSAGES:
+        if len(ids) < index_min:
             rows.append(base | {"method": "exact scan", **_retrieval_run(owner_id, batch, ids, vectors, k)})
             continue
         owner_vector_index_sync(min_messages=10**12, owner_ids=[owner_id])
         exact = _retrieval_run(owner_id, batch[: max(5, queries // 4)], ids, vectors, k)
         rows.append(base | {"method": "exact scan (no index)", **exact})
-        build_ms, _ = timed(lambda o=owner_id: owner_vector_index_sync(owner_ids=[o]))
+        build_ms, _ = timed(lambda o=owner_id: owner_vector_index_sync(min_messages=index_min, owner_ids=[o]))
         lists = owner_vector_indexes().get(owner_id)
         method = f"per-owner IVFFlat (lists={lists}, probes={IVFFLAT_PROBES}; built in {build_ms / 1000:.1f} s)"
         rows.append(base | {"method": method, **_retrieval_run(owner_id, batch, ids, vectors, k)})

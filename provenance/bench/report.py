@@ -21,8 +21,11 @@ def _ms(value) -> str:
 
 
 def _table(header: list[str], lines: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
+    def row(cells: list[str]) -> str:
+        # A "|" inside a cell (as in |Dep|) would start a new column.
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([row(header), "|" + "---|" * len(header)] + [row(line) for line in lines])
 
 
 def _verdict(ok: bool | None) -> str:
@@ -78,9 +81,9 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
         row = next((r for r in purge["rows"] if r["target"] == 10_000), None)
         out.append(
             (
-                "Purge of 10,000 messages <= 1 s",
-                "–" if row is None else f"{_ms(row['confirm']['p50'])} ms (p50)",
-                None if row is None else row["confirm"]["p50"] <= TARGETS["purge_10k"],
+                "Purge of 10,000 messages <= 1 s (the cascade; the receipt's forget probe comes on top)",
+                "–" if row is None else f"{_ms(row['core']['p50'])} ms (p50)",
+                None if row is None else row["core"]["p50"] <= TARGETS["purge_10k"],
             )
         )
     graph = results.get("graph")

@@ -60,7 +60,7 @@ def test_vector_index_sync_creates_and_drops_per_owner_indexes(transactional_db)
 
 
 def test_smoke_bench_writes_report(transactional_db, tmp_path):
-    call_command("dellm_seed", users=2, messages=2000, extra_users="50000", random_vectors=True, stdout=StringIO())
+    call_command("dellm_seed", users=2, messages=2000, extra_users="4000", random_vectors=True, stdout=StringIO())
 
     call_command(
         "dellm_bench",
@@ -69,7 +69,9 @@ def test_smoke_bench_writes_report(transactional_db, tmp_path):
         queries=4,
         turns=3,
         purges=1,
-        purge_sizes="50,5000",
+        purge_sizes="50,1500",
+        retrieval_sizes="1000,4000",
+        index_min_messages=3000,
         out=str(tmp_path),
         stdout=StringIO(),
     )
@@ -86,6 +88,6 @@ def test_smoke_bench_writes_report(transactional_db, tmp_path):
     assert all(row["recall_min"] == 1.0 for row in results["retrieval"]["rows"] if row["method"] == "exact scan")
     assert results["turn"]["failed"] == 0
     purges = results["purge"]["rows"]
-    assert [row["target"] for row in purges] == [50, 5000]
+    assert [row["target"] for row in purges] == [50, 1500]
     assert purges[0]["confirm"]["n"] == 1 and purges[1]["confirm"]["n"] == 0 and purges[1]["core"]["n"] == 1
     assert "README_SECTION.md" in {p.name for p in tmp_path.iterdir()}

@@ -1,3 +1,4 @@
+import json
 import logging
 import os
 import platform
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
 from provenance.bench.live import graph_page_bench, throughput_bench
 from provenance.bench.measure import (
@@ -38,6 +40,13 @@ class Command(BaseCommand):
         parser.add_argument("--parts", default=",".join(PARTS), help=f"Comma-separated subset of {','.join(PARTS)}.")
         parser.add_argument("--samples", type=int, default=30, help="Dep(m) samples per |Dep| bucket.")
         parser.add_argument("--queries", type=int, default=60, help="Retrieval queries per user size.")
+        parser.add_argument("--retrieval-sizes", default="1000,10000,100000", help="History sizes searched.")
+        parser.add_argument(
+            "--index-min-messages",
+            type=int,
+            default=MIN_MESSAGES,
+            help="Owners this big get the per-owner IVFFlat index (as `manage.py dellm_vector_indexes`).",
+        )
         parser.add_argument("--turns", type=int, default=100, help="Turns for the overhead measurement.")
         parser.add_argument("--purges", type=int, default=2, help="Purges per size (each spends one bench user).")
         parser.add_argument("--purge-sizes", default="1000,10000", help="|Dep| of the purges (comma-separated).")
@@ -89,7 +98,11 @@ class Command(BaseCommand):
             "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}",
             "seconds": time.monotonic() - started,
         }
-        paths = report_write(out=Path(options["out"]), meta=meta, results=results)
+        out = Path(options["out"])
+        # The raw numbers first, so a failure while drawing the report loses no measurement.
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "raw.json").write_text(json.dumps({"meta": meta, "results": results}), encoding="utf-8")
+        paths = report_write(out=out, meta=meta, results=results)
         self.stdout.write(self.style.SUCCESS(f"Wrote {', '.join(str(p) for p in paths.values())}"))
 
     @staticmethod
@@ -99,7 +112,13 @@ class Command(BaseCommand):
                 users=users, per_bucket=options["samples"], http_per_bucket=options["samples"] // 2, rng=rng
             )
         if part == "retrieval":
-            return retrieval_bench(users=users, queries=options["queries"], seed=options["seed"])
+            return retrieval_bench(
+                users=users,
+                queries=options["queries"],
+                seed=options["seed"],
+                sizes=[int(size) for size in options["retrieval_sizes"].split(",") if size.strip()],
+                index_min=options["index_min_messages"],
+            )
         if part == "turn":
             return turn_bench(users=users, turns=options["turns"], rng=nprng)
         if part == "purge":
