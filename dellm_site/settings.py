@@ -146,6 +146,9 @@ DELLM_EMBEDDING_MODEL = env_str(
 DELLM_CONTEXT_THRESHOLD = env_float("DELLM_CONTEXT_THRESHOLD", 0.25 if DELLM_EMBEDDER == "openai" else 0.2)
 # Default similarity for a semantic deletion selection ("forget what I said about X").
 DELLM_SEMANTIC_THRESHOLD = env_float("DELLM_SEMANTIC_THRESHOLD", 0.5 if DELLM_EMBEDDER == "openai" else 0.45)
+# Embeddings a deletion receipt's forget test probes at most (it runs inside
+# the deletion, and costs probes x the owner's messages).
+DELLM_FORGET_PROBES = env_int("DELLM_FORGET_PROBES", 64)
 DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
 DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", ("relevant", "window", "full", "none"))
 DELLM_CONTEXT_WINDOW = env_int("DELLM_CONTEXT_WINDOW", 10)

@@ -189,7 +189,7 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
     Returns the receipt's forget probe, read before a purge destroys the embeddings.
     """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
-    probe = forget_probe(owner_id=deletion.owner_id, message_ids=members)
+    probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
     targets = Message.objects.filter(owner_id=deletion.owner_id, pk__in=members)
     now = timezone.now()
     if purge:

@@ -56,6 +56,8 @@ class ForgetProbe:
     # Vector literals of the embeddings of Dep(M); kept out of repr so no
     # traceback or log line ever prints them (embeddings can be inverted).
     vectors: list[str] = field(repr=False)
+    # How many messages of Dep(M) had an embedding; `vectors` probes the first of them.
+    embedded: int
     neighbours_before: frozenset[int]
 
 
@@ -84,15 +86,23 @@ def _live_neighbours(*, owner_id: int, vectors: list[str], exclude: set[int]) ->
         return {row[0] for row in cursor.fetchall()}
 
 
-def forget_probe(*, owner_id: int, message_ids: set[int]) -> ForgetProbe:
+def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> ForgetProbe:
     """Read the embeddings of Dep(M) and their live neighbours outside Dep(M), before execution.
 
-    Called by the deletion inside its transaction, under the owner's lock.
+    Called by the deletion inside its transaction, under the owner's lock, so
+    its cost (probes x the owner's messages) is bounded: at most
+    DELLM_FORGET_PROBES embeddings, the matched messages first (the text the
+    user asked to forget), then their dependents oldest first (the nearest
+    copies of it). The receipt records how many of how many were probed.
     """
-    embeddings = Message.objects.filter(owner_id=owner_id, pk__in=message_ids, embedding__isnull=False)
-    vectors = [vector_literal(vector) for vector in embeddings.order_by("pk").values_list("embedding", flat=True)]
+    embedded = Message.objects.filter(owner_id=owner_id, pk__in=message_ids, embedding__isnull=False)
+    root_set = set(roots)
+    order = sorted(embedded.values_list("pk", flat=True), key=lambda pk: (pk not in root_set, pk))
+    chosen = order[: settings.DELLM_FORGET_PROBES]
+    rows = dict(Message.objects.filter(pk__in=chosen).values_list("pk", "embedding"))
+    vectors = [vector_literal(rows[pk]) for pk in chosen]
     before = _live_neighbours(owner_id=owner_id, vectors=vectors, exclude=message_ids)
-    return ForgetProbe(owner_id=owner_id, vectors=vectors, neighbours_before=frozenset(before))
+    return ForgetProbe(owner_id=owner_id, vectors=vectors, embedded=len(order), neighbours_before=frozenset(before))
 
 
 def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
@@ -108,6 +118,7 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
         "forget": {
             "passed": not new_neighbours,
             "probes": len(probe.vectors),
+            "of": probe.embedded,
             "threshold": forget_threshold(),
             "new_neighbours": new_neighbours,
         },

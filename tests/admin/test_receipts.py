@@ -41,7 +41,7 @@ def test_soft_deletion_receipt(owner, chain):
         "checks": {
             "taint": {"passed": True, "violations": []},
             "gone": {"passed": True, "checked": 2, "live": []},
-            "forget": {"passed": True, "probes": 2, "threshold": THRESHOLD, "new_neighbours": []},
+            "forget": {"passed": True, "probes": 2, "of": 2, "threshold": THRESHOLD, "new_neighbours": []},
             "purge": None,
         },
     }
@@ -178,3 +178,16 @@ def test_a_message_that_stays_live_fails_the_gone_check(monkeypatch, owner, chai
     assert deletion.receipt["checks"]["gone"]["live"] == [reply.pk]
     assert deletion.receipt["checks"]["taint"]["violations"] == [[reply.pk, fact.pk]]
     assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [reply.pk]
+
+
+def test_forget_probe_is_bounded_and_starts_with_the_matched_messages(owner, chain, settings):
+    from chat.selectors import vector_literal
+    from provenance.verification import forget_probe
+
+    fact, reply, _ = chain
+    settings.DELLM_FORGET_PROBES = 1
+    probe = forget_probe(owner_id=owner.pk, message_ids={fact.pk, reply.pk}, roots=[reply.pk])
+    assert (probe.vectors, probe.embedded) == ([vector_literal(unit_vector(2))], 2)
+    deletion = run(owner, ids=[fact.pk])
+    forget = deletion.receipt["checks"]["forget"]
+    assert (forget["probes"], forget["of"], forget["passed"]) == (1, 2, True)
