@@ -314,7 +314,9 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
         row |= {"probe": stats([]), "preview": stats([]), "confirm": stats([])}
         if target <= full_limit:
             members = graph.dep(root)
-            row["probe"] = stats([timed(lambda o=owner_id, m=members: forget_probe(owner_id=o, message_ids=m))[0]])
+            row["probe"] = stats(
+                [timed(lambda o=owner_id, m=members, r=root: forget_probe(owner_id=o, message_ids=m, roots=[r]))[0]]
+            )
             preview, confirm = [], []
             for owner_id in [o for o in fresh if dict(users)[o] >= 2 * target][:repeats]:
                 fresh.remove(owner_id)
