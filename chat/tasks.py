@@ -7,6 +7,7 @@ from django.conf import settings
 
 from chat import services
 from chat.streams import turn_publish
+from chat.vector_indexes import owner_vector_index_sync
 from dellm_site.errors import UpstreamFailed
 
 logger = logging.getLogger(__name__)
@@ -39,3 +40,10 @@ def turn_run(self, *, turn_id: int) -> None:
         raise
     finally:
         turn_publish(turn_id, "changed", {})
+
+
+@shared_task(name="chat.vector_indexes_sync")
+def vector_indexes_sync() -> None:
+    """Beat, hourly: per-owner vector indexes for heavy histories (chat/vector_indexes.py)."""
+    done = owner_vector_index_sync()
+    logger.info("vector indexes: %s", {kind: len(ids) for kind, ids in done.items()})

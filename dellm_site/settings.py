@@ -119,6 +119,8 @@ CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
     # timer was lost (broker flushed, worker down at the time).
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
+    # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
+    "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
 }
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.

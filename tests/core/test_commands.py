@@ -35,3 +35,14 @@ def test_dbshell_reaches_the_same_server(owner, thread):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
+
+
+def test_beat_schedules_registered_tasks_only():
+    from dellm_site.celery import app
+
+    app.loader.import_default_modules()
+    assert {entry["task"] for entry in app.conf.beat_schedule.values()} == {
+        "provenance.deletions_fire_due",
+        "chat.vector_indexes_sync",
+    }
+    assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
