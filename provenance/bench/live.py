@@ -25,6 +25,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from dellm_site.celery import worker_command
 from provenance.bench.measure import stats
 from provenance.bench.seed import sentences
 
@@ -80,24 +81,7 @@ def live_services(*, worker_concurrency: int = 2):
     try:
         worker_log = folder / "worker.log"
         worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "dellm_site",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(worker_concurrency),
-                "-Q",
-                queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--loglevel",
-                "INFO",
-            ],
+            worker_command(queue=queue, concurrency=worker_concurrency),
             cwd=ROOT,
             env=env,
             stdout=worker_log.open("w"),

@@ -3,7 +3,6 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from django.db import connection
 
 from dellm_site.celery import app as celery_app
+from dellm_site.celery import worker_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,24 +29,7 @@ class Worker:
             **env,
         }
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "dellm_site",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(concurrency),
-                "-Q",
-                self.queue,
-                "--without-gossip",
-                "--without-mingle",
-                "--loglevel",
-                "INFO",
-            ],
+            worker_command(queue=self.queue, concurrency=concurrency),
             cwd=ROOT,
             env=environment,
             stdout=log.open("w"),
