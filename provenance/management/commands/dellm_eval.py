@@ -19,7 +19,13 @@ from provenance.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system
 # The smoke variant runs inside the test suite: 2 personas and a handful of TOFU facts.
 SMOKE = {"personas": 2, "forget_per_author": 2, "retain_authors": 2, "retain_per_author": 3, "retain_questions": None}
 # Loggers that write one INFO line (ids only) per deletion or eager task; thousands per run.
-QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.tasks", "celery.app.trace")
+QUIET_LOGGERS = (
+    "chat.services",
+    "provenance.services",
+    "provenance.tasks",
+    "provenance.verification",
+    "celery.app.trace",
+)
 
 
 class Command(BaseCommand):
