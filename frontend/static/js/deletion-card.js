@@ -102,14 +102,8 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     );
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      error.textContent = "";
-      let choice;
-      try {
-        choice = picker.value();
-      } catch (problem) {
-        error.textContent = problem.message;
-        return;
-      }
+      const choice = picker.choiceOrError(error);
+      if (!choice) return;
       confirmButton.disabled = true;
       try {
         const done = await confirmAs(choice);

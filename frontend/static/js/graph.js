@@ -504,14 +504,8 @@ export class GraphExplorer {
     );
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      error.textContent = "";
-      let choice;
-      try {
-        choice = picker.value();
-      } catch (problem) {
-        error.textContent = problem.message;
-        return;
-      }
+      const choice = picker.choiceOrError(error);
+      if (!choice) return;
       const ok = await confirmDialog({
         title: `Delete ${plural(total, "message")}?`,
         body: [

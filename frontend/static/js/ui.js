@@ -111,6 +111,16 @@ export function modePicker({ name, initial = "soft" }) {
       }
       return { mode, expire_at: date.toISOString() };
     },
+    // The choice, or null after showing why it is not valid in `errorElement`.
+    choiceOrError(errorElement) {
+      errorElement.textContent = "";
+      try {
+        return picker.value();
+      } catch (problem) {
+        errorElement.textContent = problem.message;
+        return null;
+      }
+    },
     describe() {
       const mode = picker.mode();
       if (mode === "soft") return "soft delete (you can undo it from Deletions)";
