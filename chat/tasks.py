@@ -46,4 +46,9 @@ def turn_run(self, *, turn_id: int) -> None:
 def vector_indexes_sync() -> None:
     """Beat, hourly: per-owner vector indexes for heavy histories (chat/vector_indexes.py)."""
     done = owner_vector_index_sync()
-    logger.info("vector indexes: %s", {kind: len(ids) for kind, ids in done.items()})
+    logger.info(
+        "vector indexes: %s created, %s rebuilt, %s dropped",
+        len(done["created"]),
+        len(done["rebuilt"]),
+        len(done["dropped"]),
+    )

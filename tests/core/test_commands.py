@@ -46,3 +46,11 @@ def test_beat_schedules_registered_tasks_only():
         "chat.vector_indexes_sync",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
+
+
+def test_vector_index_sync_task_logs_counts_only(db, caplog):
+    from chat import tasks
+
+    with caplog.at_level("INFO", logger="chat.tasks"):
+        tasks.vector_indexes_sync.delay()
+    assert "vector indexes: 0 created, 0 rebuilt, 0 dropped" in caplog.messages
