@@ -4,7 +4,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -142,17 +142,32 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
             embedding=embedding,
             embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
         )
-        edges = [ContextEdge(owner_id=turn.owner_id, source_id=user_message.id, target=reply, rank=0, score=1.0)]
-        edges += [
-            ContextEdge(owner_id=turn.owner_id, source_id=item.id, target=reply, rank=rank, score=item.score)
-            for rank, item in enumerate(context, start=1)
-        ]
-        ContextEdge.objects.bulk_create(edges)
+        _edges_insert(
+            owner_id=turn.owner_id,
+            target_id=reply.pk,
+            sources=[(user_message.id, 0, 1.0)] + [(item.id, rank, item.score) for rank, item in enumerate(context, 1)],
+        )
         Turn.objects.filter(pk=turn.pk).update(
             status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
         )
         Thread.objects.filter(pk=user_message.thread_id).update(updated_at=timezone.now())
     return reply
+
+
+def _edges_insert(*, owner_id: int, target_id: int, sources: list[tuple[int, int, float]]) -> None:
+    """Insert one reply's in-edges in a single statement.
+
+    One `INSERT ... SELECT FROM unnest` instead of a model instance and bound
+    row per edge: a whole-history context has hundreds of edges per reply.
+    """
+    source_ids, ranks, scores = zip(*sources, strict=True)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score) "
+            "SELECT %s, s.source_id, %s, s.rank, s.score "
+            "FROM unnest(%s::bigint[], %s::smallint[], %s::float8[]) AS s(source_id, rank, score)",
+            [owner_id, target_id, list(source_ids), list(ranks), list(scores)],
+        )
 
 
 def turn_run(
