@@ -7,8 +7,11 @@ class ContextEdge(models.Model):
     """`source -> target`: `source` was in the context that produced `target`."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    source = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="out_edges")
-    target = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="in_edges")
+    # No single-column indexes on the ends: the unique (source, target) serves
+    # lookups by source and `edge_target` those by target. A whole-history
+    # context writes hundreds of edges per reply, each paying for every index.
+    source = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="out_edges", db_index=False)
+    target = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="in_edges", db_index=False)
     # 0 for the user message the reply answers, then 1..k by retrieval order.
     rank = models.PositiveSmallIntegerField()
     score = models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message).")

@@ -12,18 +12,25 @@ from dellm_site.errors import NotFound
 from provenance.models import ContextEdge, DeletionRequest
 
 LIVE_STATUSES = tuple(str(s) for s in Message.LIVE)
+REMOVED_STATUSES = tuple(str(s) for s in Message.Status if s not in Message.LIVE)
 
 # UNION (not UNION ALL) on the id column alone: each message enters the
 # working table at most once, so fan-in cannot multiply rows. A path or depth
 # column in the recursive term would defeat that deduplication.
+#
+# The owner is checked on the roots only. Edges never cross owners (a context
+# is drawn from the owner's own messages), and a filter on the edges' owner
+# in the recursive step lets the planner walk all of the owner's edges once
+# per level: with statistics older than a fast-growing owner it estimates
+# one edge for them and picks exactly that plan (seconds on a whole-history
+# owner). Without it the step can only go through (source, target).
 _DEP_SQL = """
 WITH RECURSIVE dep(id) AS (
-    SELECT unnest(%(roots)s::bigint[])
+    SELECT id FROM chat_message WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
   UNION
     SELECT e.target_id
     FROM provenance_contextedge e
     JOIN dep ON e.source_id = dep.id
-    WHERE e.owner_id = %(owner)s
 )
 SELECT id FROM dep
 """
@@ -32,12 +39,12 @@ SELECT id FROM dep
 # the working table holds at most k + 1 rows per message.
 _DEP_DEPTH_SQL = """
 WITH RECURSIVE dep(id, level) AS (
-    SELECT unnest(%(roots)s::bigint[]), 0
+    SELECT id, 0 FROM chat_message WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
   UNION
     SELECT e.target_id, dep.level + 1
     FROM provenance_contextedge e
     JOIN dep ON e.source_id = dep.id
-    WHERE e.owner_id = %(owner)s AND dep.level < %(depth)s
+    WHERE dep.level < %(depth)s
 )
 SELECT id FROM dep GROUP BY id
 """
@@ -53,14 +60,15 @@ def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set
         return {row[0] for row in cursor.fetchall()}
 
 
-def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> dict[int, list[int]]:
+def explanation_paths(*, roots: list[int], members: set[int]) -> dict[int, list[int]]:
     """For each member that is not a root, one shortest path [root, ..., member].
 
     Breadth-first from all roots at once, visiting ids in ascending order, so
     the answer is deterministic.
     """
     children: dict[int, list[int]] = {}
-    edges = ContextEdge.objects.filter(owner_id=owner_id, source_id__in=members, target_id__in=members)
+    # Members are one owner's (dep_ids); edges never cross owners (see _DEP_SQL).
+    edges = ContextEdge.objects.filter(source_id__in=members, target_id__in=members)
     for source, target in edges.order_by("source_id", "target_id").values_list("source_id", "target_id"):
         children.setdefault(source, []).append(target)
     parent: dict[int, int | None] = {root: None for root in sorted(set(roots))}
@@ -90,19 +98,22 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
     removed by a depth-limited deletion are the one allowed exception (relaxed
     taint, recorded in that deletion's audit row).
     """
+    # Driven from the removed messages (few, found by the owner/status index)
+    # to their out-edges, not from all of the owner's edges: a whole-history
+    # context gives an owner O(n^2) edges, and every receipt runs this check.
     sql = """
         SELECT t.owner_id, t.id, s.id
-        FROM provenance_contextedge e
-        JOIN chat_message t ON t.id = e.target_id
-        JOIN chat_message s ON s.id = e.source_id
+        FROM chat_message s
         LEFT JOIN provenance_deletionrequest d ON d.id = s.deleted_by_id
-        WHERE t.status = ANY(%(live)s) AND NOT (s.status = ANY(%(live)s))
+        JOIN provenance_contextedge e ON e.source_id = s.id
+        JOIN chat_message t ON t.id = e.target_id
+        WHERE s.status = ANY(%(removed)s) AND t.status = ANY(%(live)s)
           AND (d.id IS NULL OR d.depth IS NULL)
-          AND (%(owner)s::bigint IS NULL OR e.owner_id = %(owner)s)
+          AND (%(owner)s::bigint IS NULL OR s.owner_id = %(owner)s)
         ORDER BY t.owner_id, t.id, s.id
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"live": list(LIVE_STATUSES), "owner": owner_id})
+        cursor.execute(sql, {"live": list(LIVE_STATUSES), "removed": list(REMOVED_STATUSES), "owner": owner_id})
         return [tuple(row) for row in cursor.fetchall()]
 
 
@@ -134,7 +145,7 @@ def message_dependents(*, owner, message_id: int, depth: int | None = None) -> l
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
     members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
-    paths = explanation_paths(owner_id=owner.pk, roots=[message_id], members=members)
+    paths = explanation_paths(roots=[message_id], members=members)
     rows = Message.objects.filter(owner=owner, pk__in=paths).order_by("seq").values_list("pk", "seq", "role", "status")
     return [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
 
