@@ -69,7 +69,7 @@ eval: setup
 # BENCH_SCALE=small: 200k messages, random vectors, a few minutes).
 # REPORT.md, README_SECTION.md, results.json and the charts land in bench-results/.
 BENCH_SCALE ?= full
-bench: setup
+bench: setup frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-bench.XXXXXX); \
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \

@@ -3,12 +3,14 @@
 import json
 from io import StringIO
 
+import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from chat.models import Message
 from chat.vector_indexes import owner_vector_index_sync, owner_vector_indexes
+from provenance.bench import live
 from provenance.bench.measure import OwnerGraph
 from provenance.bench.seed import USERNAME_PREFIX, bench_user_ids
 from provenance.models import ContextEdge
@@ -91,3 +93,12 @@ def test_smoke_bench_writes_report(transactional_db, tmp_path):
     assert [row["target"] for row in purges] == [50, 1500]
     assert purges[0]["confirm"]["n"] == 1 and purges[1]["confirm"]["n"] == 0 and purges[1]["core"]["n"] == 1
     assert "README_SECTION.md" in {p.name for p in tmp_path.iterdir()}
+
+
+def test_bench_refuses_the_graph_part_up_front_without_chromium(db, monkeypatch, tmp_path):
+    monkeypatch.setattr(live, "CHROMIUM", str(tmp_path / "no-chromium"))
+
+    with pytest.raises(CommandError, match="graph part cannot run: Debian's Chromium is not at"):
+        call_command("dellm_bench", parts="dep,graph", out=str(tmp_path), stdout=StringIO())
+
+    assert not (tmp_path / "REPORT.md").exists()

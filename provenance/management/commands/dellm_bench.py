@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
-from provenance.bench.live import graph_page_bench, throughput_bench
+from provenance.bench.live import graph_page_bench, graph_page_missing, throughput_bench
 from provenance.bench.measure import (
     bench_users,
     dep_bench,
@@ -62,6 +62,10 @@ class Command(BaseCommand):
         unknown = set(parts) - set(PARTS)
         if unknown:
             raise CommandError(f"Unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}.")
+        if "graph" in parts and (missing := graph_page_missing()):
+            raise CommandError(
+                f"The graph part cannot run: {missing}. `make bench` installs both; or leave it out with --parts."
+            )
         users = bench_users()
         if not users:
             raise CommandError("No bench users: run `manage.py dellm_seed` first.")
