@@ -117,6 +117,26 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
         return [tuple(row) for row in cursor.fetchall()]
 
 
+def cross_owner_edges() -> list[tuple[int, int, int]]:
+    """Edges whose ends do not both belong to the edge's owner, as (edge, source, target).
+
+    There should be none: a context is drawn from the owner's own messages,
+    and Dep(M) relies on that (see _DEP_SQL). One pass over all edges, so it
+    belongs to `manage.py dellm_check`, not to a page.
+    """
+    sql = """
+        SELECT e.id, e.source_id, e.target_id
+        FROM provenance_contextedge e
+        JOIN chat_message s ON s.id = e.source_id
+        JOIN chat_message t ON t.id = e.target_id
+        WHERE s.owner_id <> e.owner_id OR t.owner_id <> e.owner_id
+        ORDER BY e.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
 # --- Reads for the HTTP API, all filtered by owner. ----------------------------
 
 

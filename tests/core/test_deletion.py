@@ -254,3 +254,13 @@ def test_dellm_check_names_offenders(owner, graph, capsys):
     with pytest.raises(CommandError, match="I1 violated by 2 messages"):
         call_command("dellm_check")
     assert f"message {graph[2].pk} is live but was generated from {graph[1].pk}" in capsys.readouterr().err
+
+
+def test_dellm_check_names_edges_that_cross_owners(owner, other_owner, graph, capsys):
+    foreign = make_message(make_thread(other_owner))
+    edge = ContextEdge.objects.create(owner=owner, source=graph[1], target=foreign, rank=1, score=0.5)
+    with pytest.raises(CommandError, match="edges crossing owners: 1"):
+        call_command("dellm_check")
+    assert (
+        f"edge {edge.pk}: {graph[1].pk} -> {foreign.pk} joins messages of different owners" in capsys.readouterr().err
+    )
