@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from tests.worker.conftest import start_worker  # noqa: F401 (a fixture, reused here)
 
@@ -88,3 +88,23 @@ def explorer(page, expression: str):
 
 def wait_graph_ready(page):
     page.locator("[data-graph-page][data-ready=true]").wait_for()
+
+
+def send(page, text: str):
+    """Type a message, send it with Enter, wait for the reply to replace the pending bubble."""
+    replies = page.locator(".msg-assistant:not(.msg-pending)")
+    before = replies.count()
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("textbox", name="Message").press("Enter")
+    expect(replies).to_have_count(before + 1, timeout=30_000)
+    return replies.last
+
+
+def chip_ids(reply) -> list[int]:
+    return [int(chip.get_attribute("data-id")) for chip in reply.locator(".chip").all()]
+
+
+def click_node(page, message_id: int):
+    box = page.locator(".explorer-canvas").bounding_box()
+    position = explorer(page, f"x.node({message_id}).renderedPosition()")
+    page.mouse.click(box["x"] + position["x"], box["y"] + position["y"])

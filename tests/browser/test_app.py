@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message
 from provenance.models import DeletionRequest
-from tests.browser.conftest import explorer, screenshot, sign_in, wait_graph_ready
+from tests.browser.conftest import chip_ids, click_node, explorer, screenshot, send, sign_in, wait_graph_ready
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -24,26 +24,6 @@ WATCH_MESSAGES = """() => {
     }
   }).observe(document.querySelector("[data-messages]"), { childList: true, subtree: true, attributes: true });
 }"""
-
-
-def send(page, text: str):
-    """Type a message, send it with Enter, wait for the reply to replace the pending bubble."""
-    replies = page.locator(".msg-assistant:not(.msg-pending)")
-    before = replies.count()
-    page.get_by_role("textbox", name="Message").fill(text)
-    page.get_by_role("textbox", name="Message").press("Enter")
-    expect(replies).to_have_count(before + 1, timeout=30_000)
-    return replies.last
-
-
-def chip_ids(reply) -> list[int]:
-    return [int(chip.get_attribute("data-id")) for chip in reply.locator(".chip").all()]
-
-
-def click_node(page, message_id: int):
-    box = page.locator(".explorer-canvas").bounding_box()
-    position = explorer(page, f"x.node({message_id}).renderedPosition()")
-    page.mouse.click(box["x"] + position["x"], box["y"] + position["y"])
 
 
 def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
