@@ -130,7 +130,8 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
     with transaction.atomic():
         owner_lock(turn.owner_id)
         needed = {item.id for item in context} | {user_message.id}
-        live = set(Message.objects.filter(pk__in=needed, status__in=Message.LIVE).values_list("pk", flat=True))
+        live = Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE)
+        live = set(live.values_list("pk", flat=True))
         if live != needed:
             raise _ContextChanged
         reply = Message.objects.create(

@@ -16,14 +16,8 @@ REMOVED_STATUSES = tuple(str(s) for s in Message.Status if s not in Message.LIVE
 
 # UNION (not UNION ALL) on the id column alone: each message enters the
 # working table at most once, so fan-in cannot multiply rows. A path or depth
-# column in the recursive term would defeat that deduplication.
-#
-# The owner is checked on the roots only. Edges never cross owners (a context
-# is drawn from the owner's own messages), and a filter on the edges' owner
-# in the recursive step lets the planner walk all of the owner's edges once
-# per level: with statistics older than a fast-growing owner it estimates
-# one edge for them and picks exactly that plan (seconds on a whole-history
-# owner). Without it the step can only go through (source, target).
+# column in the recursive term would defeat that deduplication. Roots of
+# another owner start nothing.
 _DEP_SQL = """
 WITH RECURSIVE dep(id) AS (
     SELECT id FROM chat_message WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
@@ -31,6 +25,7 @@ WITH RECURSIVE dep(id) AS (
     SELECT e.target_id
     FROM provenance_contextedge e
     JOIN dep ON e.source_id = dep.id
+    WHERE e.owner_id = %(owner)s
 )
 SELECT id FROM dep
 """
@@ -44,7 +39,7 @@ WITH RECURSIVE dep(id, level) AS (
     SELECT e.target_id, dep.level + 1
     FROM provenance_contextedge e
     JOIN dep ON e.source_id = dep.id
-    WHERE dep.level < %(depth)s
+    WHERE e.owner_id = %(owner)s AND dep.level < %(depth)s
 )
 SELECT id FROM dep GROUP BY id
 """
@@ -60,15 +55,14 @@ def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set
         return {row[0] for row in cursor.fetchall()}
 
 
-def explanation_paths(*, roots: list[int], members: set[int]) -> dict[int, list[int]]:
+def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> dict[int, list[int]]:
     """For each member that is not a root, one shortest path [root, ..., member].
 
     Breadth-first from all roots at once, visiting ids in ascending order, so
     the answer is deterministic.
     """
     children: dict[int, list[int]] = {}
-    # Members are one owner's (dep_ids); edges never cross owners (see _DEP_SQL).
-    edges = ContextEdge.objects.filter(source_id__in=members, target_id__in=members)
+    edges = ContextEdge.objects.filter(owner_id=owner_id, source_id__in=members, target_id__in=members)
     for source, target in edges.order_by("source_id", "target_id").values_list("source_id", "target_id"):
         children.setdefault(source, []).append(target)
     parent: dict[int, int | None] = {root: None for root in sorted(set(roots))}
@@ -121,7 +115,7 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
     """Edges whose ends do not both belong to the edge's owner, as (edge, source, target).
 
     There should be none: a context is drawn from the owner's own messages,
-    and Dep(M) relies on that (see _DEP_SQL). One pass over all edges, so it
+    and sharding by owner relies on that. One pass over all edges, so it
     belongs to `manage.py dellm_check`, not to a page.
     """
     sql = """
@@ -165,7 +159,7 @@ def message_dependents(*, owner, message_id: int, depth: int | None = None) -> l
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
     members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
-    paths = explanation_paths(roots=[message_id], members=members)
+    paths = explanation_paths(owner_id=owner.pk, roots=[message_id], members=members)
     rows = Message.objects.filter(owner=owner, pk__in=paths).order_by("seq").values_list("pk", "seq", "role", "status")
     return [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
 

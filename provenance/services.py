@@ -156,7 +156,7 @@ def deletion_preview(
         threshold = _validate_threshold(threshold)
         matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode)
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
-    paths = explanation_paths(roots=matched, members=members)
+    paths = explanation_paths(owner_id=owner.pk, roots=matched, members=members)
     deletion = DeletionRequest.objects.create(
         owner=owner,
         actor=actor,
@@ -213,7 +213,10 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
         )
     deletion.dependent_ids = sorted(members - set(deletion.matched_ids))
     deletion.explanations = {
-        str(node): path for node, path in sorted(explanation_paths(roots=deletion.matched_ids, members=members).items())
+        str(node): path
+        for node, path in sorted(
+            explanation_paths(owner_id=deletion.owner_id, roots=deletion.matched_ids, members=members).items()
+        )
     }
     deletion.deleted_ids = sorted(removed)
     deletion.executed_at = now

@@ -59,7 +59,7 @@ def test_dep_of_another_owners_message_is_empty(owner, other_owner, paper_graph)
 def test_explanation_paths_are_shortest_and_start_at_a_root(owner, paper_graph):
     m = paper_graph
     members = dep_ids(owner_id=owner.pk, roots=[m[1].pk])
-    paths = explanation_paths(roots=[m[1].pk], members=members)
+    paths = explanation_paths(owner_id=owner.pk, roots=[m[1].pk], members=members)
     assert paths == {m[2].pk: [m[1].pk, m[2].pk], m[4].pk: [m[1].pk, m[4].pk], m[8].pk: [m[1].pk, m[8].pk]}
 
 
@@ -68,7 +68,7 @@ def test_explanation_paths_follow_chains(owner, thread):
     make_edge(a, b)
     make_edge(b, c)
     members = dep_ids(owner_id=owner.pk, roots=[a.pk])
-    assert explanation_paths(roots=[a.pk], members=members) == {
+    assert explanation_paths(owner_id=owner.pk, roots=[a.pk], members=members) == {
         b.pk: [a.pk, b.pk],
         c.pk: [a.pk, b.pk, c.pk],
     }
