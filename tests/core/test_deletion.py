@@ -257,10 +257,12 @@ def test_dellm_check_names_offenders(owner, graph, capsys):
 
 
 def test_dellm_check_names_edges_that_cross_owners(owner, other_owner, graph, capsys):
+    call_command("dellm_check")
     foreign = make_message(make_thread(other_owner))
-    edge = ContextEdge.objects.create(owner=owner, source=graph[1], target=foreign, rank=1, score=0.5)
-    with pytest.raises(CommandError, match="edges crossing owners: 1"):
+    into = ContextEdge.objects.create(owner=owner, source=graph[1], target=foreign, rank=1, score=0.5)
+    out_of = ContextEdge.objects.create(owner=owner, source=foreign, target=graph[6], rank=1, score=0.5)
+    with pytest.raises(CommandError, match="edges crossing owners: 2"):
         call_command("dellm_check")
-    assert (
-        f"edge {edge.pk}: {graph[1].pk} -> {foreign.pk} joins messages of different owners" in capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert f"edge {into.pk}: {graph[1].pk} -> {foreign.pk} joins messages of different owners" in err
+    assert f"edge {out_of.pk}: {foreign.pk} -> {graph[6].pk} joins messages of different owners" in err

@@ -36,15 +36,21 @@ def test_offline_responder_quotes_the_most_relevant_memories():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_turn_commits_reply_with_edges_from_its_context(owner, thread):
+def test_turn_commits_reply_with_edges_from_its_context(owner, thread, monkeypatch):
     first = chat(thread, "I live in Paris and work as a nurse.")
     assert first.status == Turn.Status.DONE
     assert first.reply.content == "Noted: I live in Paris and work as a nurse."
     assert list(first.reply.in_edges.values_list("source_id", "rank")) == [(first.user_message_id, 0)]
 
+    retrieved = []
+    retrieve = services.context_retrieve
+    monkeypatch.setattr(services, "context_retrieve", lambda **kw: retrieved.extend(retrieve(**kw)) or retrieved)
     second = chat(thread, "Where do I live?")
-    sources = set(second.reply.in_edges.values_list("source_id", flat=True))
-    assert {second.user_message_id, first.user_message_id} <= sources
+    assert first.user_message_id in {item.id for item in retrieved}
+    edges = second.reply.in_edges.order_by("rank").values_list("owner_id", "source_id", "rank", "score")
+    assert list(edges) == [(owner.pk, second.user_message_id, 0, 1.0)] + [
+        (owner.pk, item.id, rank, pytest.approx(item.score)) for rank, item in enumerate(retrieved, start=1)
+    ]
     assert "I live in Paris" in second.reply.content
     assert [m.seq for m in Message.objects.filter(owner=owner)] == [1, 2, 3, 4]
 
