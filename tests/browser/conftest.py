@@ -108,3 +108,12 @@ def click_node(page, message_id: int):
     box = page.locator(".explorer-canvas").bounding_box()
     position = explorer(page, f"x.node({message_id}).renderedPosition()")
     page.mouse.click(box["x"] + position["x"], box["y"] + position["y"])
+
+
+def ask_to_forget(page, text: str):
+    """Type a deletion request; return its card once the preview is listed."""
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("textbox", name="Message").press("Enter")
+    card = page.get_by_role("group", name="Forget request")
+    expect(card.locator(".ditem").first).to_be_visible()
+    return card

@@ -7,7 +7,16 @@ from playwright.sync_api import expect
 
 from chat.models import Message
 from provenance.models import DeletionRequest
-from tests.browser.conftest import chip_ids, click_node, explorer, screenshot, send, sign_in, wait_graph_ready
+from tests.browser.conftest import (
+    ask_to_forget,
+    chip_ids,
+    click_node,
+    explorer,
+    screenshot,
+    send,
+    sign_in,
+    wait_graph_ready,
+)
 from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -123,10 +132,7 @@ def test_typed_deletion_request_goes_through_its_card(open_page, start_worker, t
     send(page, "My favourite food is ramen.")
     send(page, "Where do I live?")
 
-    page.get_by_role("textbox", name="Message").fill("Forget that I live in Paris")
-    page.get_by_role("textbox", name="Message").press("Enter")
-    card = page.get_by_role("group", name="Forget request")
-    expect(card.locator(".ditem").first).to_be_visible()
+    card = ask_to_forget(page, "Forget that I live in Paris")
     deletion = DeletionRequest.objects.get(owner__username="dave")
     planned = sorted(deletion.matched_ids + deletion.dependent_ids)
     expect(card.locator(".ditem")).to_have_count(min(len(planned), 6))

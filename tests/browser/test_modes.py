@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message, Turn
 from provenance.models import DeletionRequest
-from tests.browser.conftest import click_node, screenshot, send, sign_in, wait_graph_ready
+from tests.browser.conftest import ask_to_forget, click_node, screenshot, send, sign_in, wait_graph_ready
 from tests.factories import make_user
 from tests.fake_openai import FakeOpenAI
 
@@ -94,10 +94,7 @@ def test_expire_from_the_chat_card_schedules_and_refuses_a_past_time(open_page, 
     send(page, "My gym is on Baker Street.")
     send(page, "Where is my gym?")
 
-    page.get_by_role("textbox", name="Message").fill("Forget that my gym is on Baker Street")
-    page.get_by_role("textbox", name="Message").press("Enter")
-    card = page.get_by_role("group", name="Forget request")
-    expect(card.locator(".ditem").first).to_be_visible()
+    card = ask_to_forget(page, "Forget that my gym is on Baker Street")
     preview = DeletionRequest.objects.get(owner__username="gina")
     planned = sorted(preview.matched_ids + preview.dependent_ids)
 
