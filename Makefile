@@ -45,9 +45,10 @@ run: setup frontend/node_modules/.installed
 stop: setup
 	$(PY) -m dellm_site.embedded stop
 
-lint: setup
+lint: setup frontend/node_modules/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	cd frontend && ./node_modules/.bin/eslint static/js
 
 # The suite runs against its own throwaway embedded PostgreSQL, removed afterwards.
 test: setup lint frontend/node_modules/.installed /usr/bin/chromium

@@ -156,9 +156,8 @@ export class GraphExplorer {
     this.focused = false;
     this.showAllButton.hidden = true;
     const layoutStart = performance.now();
-    let positions = null;
     if (big) {
-      positions = timelinePositions(graph.nodes.map((node) => node.data), graph.edges.map((edge) => edge.data));
+      const positions = timelinePositions(graph.nodes.map((node) => node.data), graph.edges.map((edge) => edge.data));
       for (const node of nodes) node.position = positions.get(node.data.mid);
     }
     this.cy = cytoscape({
