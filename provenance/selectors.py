@@ -8,11 +8,11 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 
 from chat.models import Message, Thread
+from chat.selectors import LIVE_STATUSES
 from dellm_site.errors import NotFound
 from provenance.models import ContextEdge, DeletionRequest
 
-LIVE_STATUSES = tuple(str(s) for s in Message.LIVE)
-REMOVED_STATUSES = tuple(str(s) for s in Message.Status if s not in Message.LIVE)
+REMOVED_STATUSES = [str(s) for s in Message.Status if s not in Message.LIVE]
 
 # UNION (not UNION ALL) on the id column alone: each message enters the
 # working table at most once, so fan-in cannot multiply rows. A path or depth
@@ -107,7 +107,7 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
         ORDER BY t.owner_id, t.id, s.id
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"live": list(LIVE_STATUSES), "removed": list(REMOVED_STATUSES), "owner": owner_id})
+        cursor.execute(sql, {"live": LIVE_STATUSES, "removed": REMOVED_STATUSES, "owner": owner_id})
         return [tuple(row) for row in cursor.fetchall()]
 
 

@@ -26,10 +26,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chat.models import Message
-from chat.selectors import vector_literal
+from chat.selectors import LIVE_STATUSES, vector_literal
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
-from provenance.selectors import LIVE_STATUSES, taint_violations
+from provenance.selectors import taint_violations
 
 logger = logging.getLogger(__name__)
 
