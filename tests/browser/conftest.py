@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from provenance.bench.live import CHROMIUM
+from tests.factories import make_user
 from tests.worker.conftest import start_worker  # noqa: F401 (a fixture, reused here)
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM would
 # refuse to run next to it, although every ORM call here is synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -64,6 +65,20 @@ def open_page(chromium, live_server):
     for context in contexts:
         context.close()
     assert errors == [], "errors in the browser console"
+
+
+@pytest.fixture
+def signed_in(open_page, start_worker, transactional_db):  # noqa: F811 (start_worker is the fixture)
+    """`signed_in(username, worker_env=None)` -> a page signed in as a new user, a worker serving its turns."""
+
+    def open_(username: str, worker_env: dict | None = None):
+        make_user(username)
+        start_worker(worker_env)
+        page = open_page()
+        sign_in(page, username)
+        return page
+
+    return open_
 
 
 def sign_in(page, username: str, password: str = PASSWORD):

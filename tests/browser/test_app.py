@@ -123,11 +123,8 @@ def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
     assert explorer(page, f"{dep}.filter((id) => x.node(id).length)") == dep
 
 
-def test_typed_deletion_request_goes_through_its_card(open_page, start_worker, transactional_db):
-    make_user("dave")
-    start_worker()
-    page = open_page()
-    sign_in(page, "dave")
+def test_typed_deletion_request_goes_through_its_card(signed_in, open_page):
+    page = signed_in("dave")
     send(page, "I live in Paris near the canal.")
     send(page, "My favourite food is ramen.")
     send(page, "Where do I live?")

@@ -7,8 +7,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message, Turn
 from provenance.models import DeletionRequest
-from tests.browser.conftest import ask_to_forget, click_node, screenshot, send, sign_in, wait_graph_ready
-from tests.factories import make_user
+from tests.browser.conftest import ask_to_forget, click_node, screenshot, send, wait_graph_ready
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -23,13 +22,10 @@ TWO_HOURS_AHEAD = """() => {
 }"""
 
 
-def test_failed_reply_shows_why_and_retries(open_page, start_worker, transactional_db):
-    make_user("erin")
+def test_failed_reply_shows_why_and_retries(signed_in):
     with FakeOpenAI(default_text="Hello from the fake model.") as fake:
-        start_worker({"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"})
         fake.script = [("status", 400)]
-        page = open_page()
-        sign_in(page, "erin")
+        page = signed_in("erin", {"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"})
 
         failed = send(page, "Are you there?")
         expect(failed).to_have_class("msg msg-assistant msg-failed")
@@ -48,11 +44,8 @@ def test_failed_reply_shows_why_and_retries(open_page, start_worker, transaction
         assert len(fake.requests) == 2
 
 
-def test_purge_from_the_graph_destroys_the_text_of_dep(open_page, start_worker, transactional_db):
-    make_user("frank")
-    start_worker()
-    page = open_page()
-    sign_in(page, "frank")
+def test_purge_from_the_graph_destroys_the_text_of_dep(signed_in):
+    page = signed_in("frank")
     send(page, "My locker code at the pool is 4321.")
     answer = send(page, "What is my locker code at the pool?")
     expect(answer.locator(".msg-body")).to_contain_text("4321")
@@ -86,11 +79,8 @@ def test_purge_from_the_graph_destroys_the_text_of_dep(open_page, start_worker, 
     expect(row.get_by_role("button", name="Undo")).to_have_count(0)
 
 
-def test_expire_from_the_chat_card_schedules_and_refuses_a_past_time(open_page, start_worker, transactional_db):
-    make_user("gina")
-    start_worker()
-    page = open_page()
-    sign_in(page, "gina")
+def test_expire_from_the_chat_card_schedules_and_refuses_a_past_time(signed_in):
+    page = signed_in("gina")
     send(page, "My gym is on Baker Street.")
     send(page, "Where is my gym?")
 
