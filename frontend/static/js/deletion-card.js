@@ -3,6 +3,7 @@
 // itself is never shown again: it may hold the very thing to forget.
 import { api, messagesById } from "./api.js";
 import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
+import { roleTag } from "./model.js";
 import { modeLabel, modePicker, pathLabel } from "./ui.js";
 
 const SHOWN = 6;
@@ -69,7 +70,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         "li",
         { class: "ditem", dataset: { id } },
         el("span", { class: "seq" }, `#${message?.seq ?? "?"}`),
-        el("span", { class: `role role-${message?.role || "unknown"}` }, message?.role === "user" ? "you" : "DeLLM"),
+        roleTag(message?.role),
         el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || "(empty)" : "(no longer available)"),
         why,
       );

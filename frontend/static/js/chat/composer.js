@@ -1,0 +1,75 @@
+// The composer: Enter sends, Shift+Enter adds a line. A message starts a
+// turn (its reply streams in, turns.js); a forget request comes back as a
+// deletion card (deletion-card.js) instead.
+import { api } from "../api.js";
+import { deletionCard } from "../deletion-card.js";
+import { plural, toast } from "../dom.js";
+import { messageItem, removeMessages, scrollToEnd, updateEmpty } from "./messages.js";
+import { page, state } from "./state.js";
+import { bumpThread, newThread, openThread } from "./threads.js";
+import { openTurns, pendingItem, track } from "./turns.js";
+
+const MAX_HEIGHT = 220;
+
+function autosize() {
+  page.input.style.height = "auto";
+  page.input.style.height = `${Math.min(page.input.scrollHeight, MAX_HEIGHT)}px`;
+}
+
+function forgetCard(deletion, thread) {
+  return deletionCard(deletion, {
+    deletionsUrl: page.deletionsUrl,
+    onDeleted: (done, ids) => {
+      removeMessages(ids);
+      if (ids.length) toast(`${plural(ids.length, "message")} forgotten.`, { kind: "success" });
+    },
+    onUndone: () => openThread(thread.id),
+  });
+}
+
+function startTurn(answer, thread) {
+  state.known.set(answer.message.id, answer.message);
+  page.messageList.append(messageItem(answer.message));
+  const pending = pendingItem(answer.turn.id, answer.turn.status);
+  page.messageList.append(pending);
+  openTurns.add(thread.id, answer.turn.id, answer.message.id);
+  track(answer.turn.id, pending, thread.id, answer.message.id);
+  bumpThread(thread.id);
+}
+
+async function send(event) {
+  event.preventDefault();
+  const { input, sendButton } = page;
+  const content = input.value;
+  if (!content.trim()) {
+    input.focus();
+    return;
+  }
+  sendButton.disabled = true;
+  try {
+    const thread = state.thread || (await newThread());
+    const answer = await api.send(thread.id, content);
+    input.value = "";
+    autosize();
+    if (answer.deletion) page.messageList.append(forgetCard(answer.deletion, thread));
+    else startTurn(answer, thread);
+    updateEmpty();
+    scrollToEnd(true);
+  } catch (error) {
+    toast(error.message, { kind: "error" });
+  } finally {
+    sendButton.disabled = false;
+    input.focus();
+  }
+}
+
+export function wireComposer() {
+  page.composer.addEventListener("submit", send);
+  page.input.addEventListener("input", autosize);
+  page.input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      page.composer.requestSubmit();
+    }
+  });
+}

@@ -1,0 +1,41 @@
+// Under each reply, the memories it used: one chip per message of its context
+// other than the question, linking to that message in the memory graph.
+import { messagesById } from "../api.js";
+import { el, snippet } from "../dom.js";
+import { roleLabel } from "../model.js";
+import { page, state } from "./state.js";
+
+// Seq and snippet for each chip whose message is known (state.known).
+function fill(chips) {
+  for (const chip of chips) {
+    const message = state.known.get(Number(chip.dataset.id));
+    if (!message) continue;
+    chip.textContent = `#${message.seq}`;
+    chip.title = `${roleLabel(message.role, { byline: true })}: ${snippet(message.content, 100)} (open in the memory graph)`;
+  }
+}
+
+export function memoryChips(reply, questionId) {
+  const used = reply.context.filter((id) => id !== questionId);
+  const row = el("div", { class: "chips", dataset: { chipsFor: reply.id } });
+  if (!used.length) {
+    row.append(el("span", { class: "chips-label" }, "No memory used"));
+    return row;
+  }
+  row.append(el("span", { class: "chips-label" }, "Used memory:"));
+  const chips = used.map((id) =>
+    el("a", { class: "chip", href: `${page.graphUrl}?focus=${id}`, dataset: { id }, title: "Open in the memory graph" }, "#…"),
+  );
+  row.append(...chips);
+  const missing = used.filter((id) => !state.known.has(id));
+  if (missing.length) {
+    messagesById(missing)
+      .then((found) => {
+        for (const [id, message] of found) if (message) state.known.set(id, message);
+        fill(chips);
+      })
+      .catch(() => {});
+  }
+  fill(chips);
+  return row;
+}

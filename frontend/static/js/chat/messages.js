@@ -1,0 +1,71 @@
+// The conversation: one <li> per message (author, seq, time, status, text;
+// memory chips under replies), scrolling, and messages leaving after a deletion.
+import { el, replaceChildren, timeEl } from "../dom.js";
+import { roleLabel } from "../model.js";
+import { memoryChips } from "./memory-chips.js";
+import { page, state } from "./state.js";
+
+function nearBottom() {
+  const { scroller } = page;
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+}
+
+// Follows new content down, unless the reader scrolled up (or `force`).
+export function scrollToEnd(force = false) {
+  if (force || nearBottom()) page.scroller.scrollTop = page.scroller.scrollHeight;
+}
+
+// The user message a reply answers: the latest user message before it that
+// is in its context (always there: the context includes the question).
+function answeredId(reply, before) {
+  const context = new Set(reply.context);
+  for (let index = before.length - 1; index >= 0; index -= 1) {
+    const message = before[index];
+    if (message.role === "user" && context.has(message.id)) return message.id;
+  }
+  return null;
+}
+
+export function messageItem(message, questionId = null) {
+  const mine = message.role === "user";
+  const item = el(
+    "li",
+    { class: `msg ${mine ? "msg-user" : "msg-assistant"}`, id: `m-${message.id}`, dataset: { id: message.id, seq: message.seq } },
+    el(
+      "div",
+      { class: "msg-meta" },
+      el("span", { class: "msg-author" }, roleLabel(message.role, { byline: true })),
+      el("a", { class: "msg-seq", href: `${page.graphUrl}?focus=${message.id}`, title: "Open in the memory graph" }, `#${message.seq}`),
+      timeEl(message.created_at),
+      message.status === "expiring" ? el("span", { class: "badge badge-scheduled" }, "expiring") : null,
+    ),
+    el("div", { class: "msg-body" }, message.content),
+  );
+  if (!mine) item.append(memoryChips(message, questionId));
+  return item;
+}
+
+export function renderConversation(messages) {
+  const items = messages.map((message, index) =>
+    messageItem(message, message.role === "user" ? null : answeredId(message, messages.slice(0, index))),
+  );
+  replaceChildren(page.messageList, items);
+  updateEmpty();
+}
+
+export function updateEmpty() {
+  page.emptyState.hidden = page.messageList.children.length > 0;
+}
+
+export function removeMessages(ids) {
+  for (const id of ids) {
+    state.known.delete(id);
+    const item = document.getElementById(`m-${id}`);
+    if (!item) continue;
+    item.classList.add("msg-leaving");
+    item.addEventListener("animationend", () => {
+      item.remove();
+      updateEmpty();
+    });
+  }
+}

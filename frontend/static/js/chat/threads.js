@@ -1,0 +1,120 @@
+// The thread list (left), opening a thread, creating one, and renaming it.
+import { api } from "../api.js";
+import { el, formatWhen, replaceChildren, toast } from "../dom.js";
+import { threadTitle } from "../model.js";
+import { renderConversation, scrollToEnd } from "./messages.js";
+import { page, root, state } from "./state.js";
+import { resumeTurns, stopFollowing } from "./turns.js";
+
+function renderThreads() {
+  replaceChildren(
+    page.threadList,
+    state.threads.map((thread) =>
+      el(
+        "li",
+        {},
+        el(
+          "button",
+          {
+            type: "button",
+            class: "thread-item",
+            "aria-current": state.thread?.id === thread.id ? "true" : undefined,
+            dataset: { thread: thread.id },
+            onclick: () => openThread(thread.id),
+          },
+          el("span", { class: "thread-name" }, threadTitle(thread)),
+          el("span", { class: "thread-when" }, formatWhen(thread.updated_at)),
+        ),
+      ),
+    ),
+  );
+  if (!state.threads.length) {
+    page.threadList.append(el("li", { class: "muted thread-none" }, "No threads yet."));
+  }
+}
+
+export async function loadThreads() {
+  state.threads = await api.threads();
+  renderThreads();
+}
+
+export async function newThread() {
+  const thread = await api.createThread();
+  state.threads.unshift(thread);
+  await openThread(thread.id);
+  page.input.focus();
+  return thread;
+}
+
+export async function openThread(id) {
+  stopFollowing();
+  const thread = await api.thread(id);
+  state.thread = thread;
+  const url = new URL(location.href);
+  url.searchParams.set("thread", id);
+  history.replaceState(null, "", url);
+  page.title.textContent = threadTitle(thread);
+  page.renameButton.hidden = false;
+  page.threadsPanel.classList.remove("open");
+  page.threadsToggle.setAttribute("aria-expanded", "false");
+  for (const message of thread.messages) state.known.set(message.id, message);
+  renderThreads();
+  renderConversation(thread.messages);
+  await resumeTurns(thread.id);
+  scrollToEnd(true);
+}
+
+// Moves a thread that just got a message to the top of the list.
+export function bumpThread(id) {
+  const index = state.threads.findIndex((thread) => thread.id === id);
+  if (index > 0) {
+    state.threads.unshift(...state.threads.splice(index, 1));
+    renderThreads();
+  }
+}
+
+/* Rename ------------------------------------------------------------------- */
+
+function startRename() {
+  page.renameForm.hidden = false;
+  page.renameButton.hidden = true;
+  page.title.hidden = true;
+  page.renameInput.value = state.thread.title;
+  page.renameInput.focus();
+  page.renameInput.select();
+}
+
+function endRename() {
+  page.renameForm.hidden = true;
+  page.renameButton.hidden = false;
+  page.title.hidden = false;
+  page.renameButton.focus();
+}
+
+async function saveRename(event) {
+  event.preventDefault();
+  try {
+    const thread = await api.renameThread(state.thread.id, page.renameInput.value.trim());
+    state.thread.title = thread.title;
+    state.threads = state.threads.map((item) => (item.id === thread.id ? thread : item));
+    page.title.textContent = threadTitle(thread);
+    renderThreads();
+    endRename();
+  } catch (error) {
+    toast(error.message, { kind: "error" });
+  }
+}
+
+export function wireThreads() {
+  root.querySelector("[data-new-thread]").addEventListener("click", () => newThread().catch((error) => toast(error.message, { kind: "error" })));
+  page.renameButton.addEventListener("click", startRename);
+  root.querySelector("[data-rename-cancel]").addEventListener("click", endRename);
+  page.renameForm.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") endRename();
+  });
+  page.renameForm.addEventListener("submit", saveRename);
+  page.threadsToggle.addEventListener("click", () => {
+    const open = page.threadsPanel.classList.toggle("open");
+    page.threadsToggle.setAttribute("aria-expanded", String(open));
+  });
+}

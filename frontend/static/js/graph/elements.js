@@ -1,0 +1,29 @@
+// /api/graph/ elements -> Cytoscape elements: string ids (Cytoscape's), the
+// numeric id kept as `mid`, and the labels drawn under each node.
+import { snippet } from "../dom.js";
+
+export function toElements(graph) {
+  const nodes = graph.nodes.map(({ data }) => {
+    const text = data.label.includes(": ") ? data.label.slice(data.label.indexOf(": ") + 2) : "";
+    return {
+      group: "nodes",
+      data: {
+        ...data,
+        id: String(data.id),
+        mid: data.id,
+        short: `#${data.seq}`,
+        caption: data.status === "purged" ? `#${data.seq} purged` : `#${data.seq} ${snippet(text, 26)}`,
+      },
+    };
+  });
+  const edges = graph.edges.map(({ data }) => ({
+    group: "edges",
+    data: { ...data, source: String(data.source), target: String(data.target) },
+  }));
+  return { nodes, edges };
+}
+
+// A node's caption without its "#12 " prefix, for lists that show the seq apart.
+export function captionText(node) {
+  return node?.data("caption").replace(/^#\d+ /, "") || "";
+}

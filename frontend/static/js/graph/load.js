@@ -1,0 +1,43 @@
+// Loading the explorer's data: the thread filter's options (once), the graph
+// for the current filters, and the "ready" signal once it is drawn
+// (host[data-ready], the explorer:ready event, and x.timings in ms).
+import { search } from "./search.js";
+import { render, showNotice } from "./view.js";
+
+export async function load(x, { keepView = false } = {}) {
+  const started = performance.now();
+  x.host.dataset.ready = "false";
+  x.closePanel();
+  if (x.source.threads && x.dom.needsThreads()) {
+    x.source
+      .threads()
+      .then((threads) => x.dom.addThreads(threads))
+      .catch(() => {});
+  }
+  let graph;
+  try {
+    graph = await x.source.graph(x.filters);
+  } catch (error) {
+    showNotice(x, `The graph could not be loaded: ${error.message}`);
+    return;
+  }
+  const fetched = performance.now();
+  render(x, graph, { keepView });
+  if (x.dom.searchInput.value) search(x, x.dom.searchInput.value);
+  x.timings = { fetch: Math.round(fetched - started), ...x.timings };
+  return ready(x, started);
+}
+
+// Resolves once the first frame with the new graph is drawn.
+function ready(x, started) {
+  return new Promise((resolve) => {
+    requestAnimationFrame(() =>
+      requestAnimationFrame(() => {
+        x.timings.interactive = Math.round(performance.now() - started);
+        x.host.dataset.ready = "true";
+        x.host.dispatchEvent(new CustomEvent("explorer:ready", { detail: x.timings }));
+        resolve(x.timings);
+      }),
+    );
+  });
+}

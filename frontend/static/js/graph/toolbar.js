@@ -1,0 +1,82 @@
+// The explorer's DOM: toolbar (thread filter, deleted toggle, find, zoom),
+// canvas, notice, legend and the (empty) side panel. Knows no graph: it calls
+// back `on.thread(value)`, `on.deleted(checked)`, `on.search(text)` (debounced),
+// `on.find()`, `on.fit()`, `on.zoom(factor)` and `on.showAll()`.
+import { el, replaceChildren } from "../dom.js";
+import { roleLabel, threadTitle } from "../model.js";
+
+const SEARCH_DEBOUNCE_MS = 150;
+
+function legend() {
+  return el(
+    "ul",
+    { class: "legend", "aria-label": "Legend" },
+    el("li", {}, el("span", { class: "key key-user" }), roleLabel("user")),
+    el("li", {}, el("span", { class: "key key-assistant" }), roleLabel("assistant")),
+    el("li", {}, el("span", { class: "key key-expiring" }), "expiring"),
+    el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
+    el("li", {}, el("span", { class: "key key-edge" }), "used by (thicker = closer match)"),
+  );
+}
+
+export function buildExplorer(host, uid, on) {
+  const id = (name) => `${uid}-${name}`;
+  const threadSelect = el("select", { id: id("thread") }, el("option", { value: "" }, "All threads"));
+  const deletedToggle = el("input", { type: "checkbox", id: id("deleted") });
+  const searchInput = el("input", { type: "search", id: id("search"), placeholder: "#12 or words", autocomplete: "off" });
+  const searchCount = el("span", { class: "search-count", "aria-live": "polite" });
+  const showAllButton = el("button", { type: "button", class: "btn btn-small btn-primary", hidden: true, onclick: () => on.showAll() }, "Show whole graph");
+  const stats = el("span", { class: "graph-stats" });
+  const toolbar = el(
+    "div",
+    { class: "explorer-toolbar", role: "group", "aria-label": "Graph controls" },
+    el("div", { class: "tool" }, el("label", { for: id("thread") }, "Thread"), threadSelect),
+    el("label", { class: "switch", for: id("deleted") }, deletedToggle, el("span", {}, "Show deleted")),
+    el(
+      "form",
+      { class: "tool search", role: "search", onsubmit: (event) => { event.preventDefault(); on.find(); } },
+      el("label", { for: id("search") }, "Find"),
+      searchInput,
+      searchCount,
+    ),
+    el(
+      "div",
+      { class: "tool zoom", role: "group", "aria-label": "Zoom" },
+      el("button", { type: "button", class: "btn btn-small btn-quiet", onclick: () => on.fit() }, "Fit"),
+      el("button", { type: "button", class: "btn btn-small btn-quiet", "aria-label": "Zoom in", onclick: () => on.zoom(1.4) }, "+"),
+      el("button", { type: "button", class: "btn btn-small btn-quiet", "aria-label": "Zoom out", onclick: () => on.zoom(1 / 1.4) }, "−"),
+    ),
+    showAllButton,
+    stats,
+  );
+  const canvas = el("div", { class: "explorer-canvas", tabindex: "0", role: "application", "aria-label": "Provenance graph. Use Find to reach a message by keyboard." });
+  const notice = el("div", { class: "explorer-notice", hidden: true });
+  const panel = el("aside", { class: "explorer-panel", id: id("panel"), hidden: true, role: "dialog", "aria-modal": "false", "aria-labelledby": id("panel-title") });
+  const stage = el("div", { class: "explorer-stage" }, canvas, notice, legend(), panel);
+  replaceChildren(host, el("div", { class: "explorer" }, toolbar, stage));
+
+  threadSelect.addEventListener("change", () => on.thread(threadSelect.value));
+  deletedToggle.addEventListener("change", () => on.deleted(deletedToggle.checked));
+  let searchTimer;
+  searchInput.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => on.search(searchInput.value), SEARCH_DEBOUNCE_MS);
+  });
+
+  return {
+    canvas,
+    notice,
+    panel,
+    searchInput,
+    searchCount,
+    showAllButton,
+    // Fills the thread filter once; later loads keep the options.
+    needsThreads: () => threadSelect.options.length === 1,
+    addThreads(threads) {
+      for (const thread of threads) threadSelect.append(el("option", { value: thread.id }, threadTitle(thread)));
+    },
+    setStats(text) {
+      stats.textContent = text;
+    },
+  };
+}

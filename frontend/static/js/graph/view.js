@@ -1,0 +1,134 @@
+// Drawing the graph and moving around it: Cytoscape instance, layout,
+// notices, zoom, centring, and the "focus neighbourhood" view. Each function
+// takes the GraphExplorer `x` (graph.js) whose state it reads and writes.
+import { plural } from "../dom.js";
+import { BIG_GRAPH, cytoscape, dagreLayout, stylesheet, timelinePositions } from "../graph-style.js";
+import { toElements } from "./elements.js";
+
+const PAD = 40;
+
+export function render(x, graph, { keepView }) {
+  const { nodes, edges } = toElements(graph);
+  const big = nodes.length > BIG_GRAPH;
+  const view = keepView && x.cy ? { zoom: x.cy.zoom(), pan: x.cy.pan() } : null;
+  x.cy?.destroy();
+  x.focused = false;
+  x.dom.showAllButton.hidden = true;
+  const layoutStart = performance.now();
+  if (big) {
+    const positions = timelinePositions(graph.nodes.map((node) => node.data), graph.edges.map((edge) => edge.data));
+    for (const node of nodes) node.position = positions.get(node.data.mid);
+  }
+  x.cy = cytoscape({
+    container: x.dom.canvas,
+    elements: [...nodes, ...edges],
+    style: stylesheet({ big }),
+    layout: big ? { name: "preset", fit: !view, padding: PAD } : { name: "null" },
+    minZoom: 0.05,
+    maxZoom: 3,
+    boxSelectionEnabled: false,
+    autoungrabify: big,
+    hideEdgesOnViewport: big,
+    textureOnViewport: big,
+    pixelRatio: big ? 1 : "auto",
+  });
+  if (!big && nodes.length) dagreLayout(x.cy.elements(), { fit: !view }).run();
+  if (view) x.cy.viewport(view);
+  else if (x.cy.zoom() > 1.2) {
+    // A few messages: keep them at reading size rather than blown up.
+    x.cy.zoom(1.2);
+    x.cy.center();
+  }
+  x.timings = { layout: Math.round(performance.now() - layoutStart), nodes: nodes.length, edges: edges.length, big };
+  x.cy.on("tap", "node", (event) => x.select(event.target.data("mid")));
+  x.cy.on("tap", (event) => {
+    if (event.target === x.cy) x.closePanel();
+  });
+  showStats(x);
+  if (!nodes.length) {
+    showNotice(
+      x,
+      x.filters.thread ? "No messages in this thread." : "No memories yet. Chat a little, and the graph of what each reply used appears here.",
+    );
+  } else {
+    x.dom.notice.hidden = true;
+  }
+}
+
+export function showStats(x) {
+  x.dom.setStats(`${plural(x.cy.nodes().length, "message")} · ${plural(x.cy.edges().length, "link")}`);
+}
+
+export function showNotice(x, text) {
+  x.dom.notice.hidden = false;
+  x.dom.notice.textContent = text;
+}
+
+export function fit(x) {
+  x.cy?.animate({ fit: { eles: x.cy.elements(":visible"), padding: PAD } }, { duration: 200 });
+}
+
+export function zoomBy(x, factor) {
+  if (!x.cy) return;
+  const level = x.cy.zoom() * factor;
+  const canvas = x.dom.canvas;
+  x.cy.zoom({ level, renderedPosition: { x: canvas.clientWidth / 2, y: canvas.clientHeight / 2 } });
+}
+
+export function center(x, id) {
+  const node = x.node(id);
+  if (!node?.length) return;
+  x.cy.animate(
+    { center: { eles: node }, zoom: Math.max(x.cy.zoom(), 1.1) },
+    { duration: 250, complete: () => x.dom.panel.hidden || keepClearOfPanel(x, node) },
+  );
+}
+
+// Only the node, its neighbours and theirs: readable in a big graph.
+export function focusOn(x, id) {
+  const node = x.node(id);
+  if (!node?.length) return;
+  const near = node.closedNeighborhood().closedNeighborhood();
+  x.cy.elements().addClass("outside");
+  near.removeClass("outside");
+  x.savedPositions = x.cy.nodes().map((item) => [item.id(), { ...item.position() }]);
+  dagreLayout(near, { fit: true }).run();
+  x.focused = true;
+  x.dom.showAllButton.hidden = false;
+  node.select();
+}
+
+export function showAll(x) {
+  if (!x.focused) return;
+  x.cy.batch(() => {
+    for (const [id, position] of x.savedPositions) x.cy.getElementById(id).position(position);
+    x.cy.elements().removeClass("outside");
+  });
+  x.focused = false;
+  x.dom.showAllButton.hidden = true;
+  fit(x);
+}
+
+// Zooms and pans so `eles` fill the part of the canvas the panel leaves free.
+export function fitBeside(x, eles) {
+  const { canvas, panel } = x.dom;
+  const free = panel.hidden ? canvas.clientWidth : canvas.clientWidth - panel.offsetWidth - 24;
+  const box = eles.boundingBox();
+  const width = Math.max(free - 2 * PAD, 80);
+  const height = Math.max(canvas.clientHeight - 2 * PAD, 80);
+  const zoom = Math.max(x.cy.minZoom(), Math.min(1.2, width / Math.max(box.w, 1), height / Math.max(box.h, 1)));
+  x.cy.animate(
+    {
+      zoom,
+      pan: { x: PAD + (width - box.w * zoom) / 2 - box.x1 * zoom, y: PAD + (height - box.h * zoom) / 2 - box.y1 * zoom },
+    },
+    { duration: 250 },
+  );
+}
+
+// Pans so the node is not hidden under the side panel.
+export function keepClearOfPanel(x, node) {
+  const visible = x.dom.canvas.clientWidth - x.dom.panel.offsetWidth - 24;
+  const position = node.renderedPosition().x;
+  if (visible > 120 && position > visible - 40) x.cy.panBy({ x: visible / 2 - position, y: 0 });
+}
