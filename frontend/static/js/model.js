@@ -2,8 +2,9 @@
 // wrote a message, what an untitled thread is called, which statuses are live.
 import { el, formatWhen } from "./dom.js";
 
-// A message's status while it is still in memory (API.md: active, or soft-
-// scheduled to go at a set time); deleted and purged ones are removed.
+// A message's status while it is still in memory: active, or expiring (due
+// to go at a set time); deleted and purged are removed. The server's
+// LIVE_STATUSES (chat) names the same two.
 export const LIVE_STATUSES = new Set(["active", "expiring"]);
 
 export function isLive(status) {
