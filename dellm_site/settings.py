@@ -28,6 +28,12 @@ INSTALLED_APPS = [
     "chat",
     "provenance",
 ]
+# The research harness (`lab/`: benchmarks, seeder, evaluation) is not part of
+# the product; `make test`, `make bench` and `make eval` set DELLM_LAB=1, and
+# pytest uses tests/settings.py, which sets it too.
+DELLM_LAB = env_bool("DELLM_LAB", False)
+if DELLM_LAB:
+    INSTALLED_APPS.append("lab")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -161,9 +167,10 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
-# TOFU data for `manage.py dellm_eval`, read in place (never copied into the
-# repo); CI and dev checkouts keep `shared/` beside the clone.
-DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR.parent / "shared" / "data" / "tofu")))
+# TOFU data for `manage.py dellm_eval` (lab): shipped in the repository with its MIT notice.
+DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluation" / "data" / "tofu")))
+# Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.
+DELLM_CHROMIUM = env_str("DELLM_CHROMIUM", "/usr/bin/chromium")
 
 # --- HTTP API (dellm_site/api.py, chat/views.py, provenance/views.py) ----------
 # Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.

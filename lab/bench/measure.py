@@ -18,13 +18,12 @@ from rest_framework.authtoken.models import Token
 
 from chat.embeddings import embed_one
 from chat.llm import get_responder
-from chat.models import Message, Thread
+from chat.models import ContextEdge, Message, Thread
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
 from chat.services import turn_create, turn_run
 from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
 from dellm_site.locks import owner_lock
-from provenance.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
-from provenance.models import ContextEdge
+from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
 from provenance.selectors import dep_ids
 from provenance.services import deletion_confirm, deletion_preview
 from provenance.verification import forget_probe
@@ -51,7 +50,7 @@ def bench_users() -> list[tuple[int, int]]:
     ids = bench_user_ids()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT owner_id, count(*) FROM chat_message WHERE owner_id = ANY(%s) AND status = 'active' "
+            f"SELECT owner_id, count(*) FROM {Message._meta.db_table} WHERE owner_id = ANY(%s) AND status = 'active' "
             "GROUP BY owner_id",
             [ids],
         )
@@ -335,5 +334,5 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
             row |= {"preview": stats(preview), "confirm": stats(confirm)}
         rows.append(row)
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE chat_message")
+        cursor.execute(f"VACUUM ANALYZE {Message._meta.db_table}")
     return {"rows": rows}

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from provenance.evaluation.datasets import Dataset, Question, Scenario, Statement
+from lab.evaluation.datasets import Dataset, Question, Scenario, Statement
 
 FACTS_PER_PERSONA = 10
 REQUESTS_PER_PERSONA = 5

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from rouge_score import rouge_scorer
 
-from chat.llm import _upstream_error, openai_client
+from chat.llm import openai_client, upstream_error
 
 HIT_RECALL = 0.5
 # The paper's reading of "no higher than no-memory" and "retain unchanged":
@@ -65,7 +65,7 @@ class Judge:
                 model=settings.DELLM_CHAT_MODEL, messages=[{"role": "user", "content": prompt}], temperature=0
             )
         except openai.OpenAIError as exc:
-            raise _upstream_error(exc) from exc
+            raise upstream_error(exc) from exc
         return bool(response.choices) and judge_verdict(response.choices[0].message.content)
 
 

@@ -8,13 +8,13 @@ from tqdm import tqdm
 
 from chat.llm import get_responder
 from dellm_site.celery import app as celery_app
-from provenance.evaluation.datasets import tofu_load
-from provenance.evaluation.metrics import judge_get, relations_check, summarize
-from provenance.evaluation.notes import NOTES
-from provenance.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
-from provenance.evaluation.report import report_write
-from provenance.evaluation.runner import evaluate
-from provenance.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse, systems_default
+from lab.evaluation.datasets import tofu_load
+from lab.evaluation.metrics import judge_get, relations_check, summarize
+from lab.evaluation.notes import NOTES
+from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
+from lab.evaluation.report import report_write
+from lab.evaluation.runner import evaluate
+from lab.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse, systems_default
 
 # The smoke variant runs inside the test suite: 2 personas and a handful of TOFU facts.
 SMOKE = {"personas": 2, "forget_per_author": 2, "retain_authors": 2, "retain_per_author": 3, "retain_questions": None}

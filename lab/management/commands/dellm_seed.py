@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from provenance.bench.seed import USERNAME_PREFIX, bench_reset, bench_seed
+from lab.bench.seed import USERNAME_PREFIX, bench_reset, bench_seed
 
 
 def _sizes(text: str) -> list[int]:

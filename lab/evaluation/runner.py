@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from provenance.evaluation.datasets import Dataset, Scenario
-from provenance.evaluation.metrics import Judge, score_answer
-from provenance.evaluation.systems import EvalOwner, System
+from chat.models import ContextEdge, Message
+from lab.evaluation.datasets import Dataset, Scenario
+from lab.evaluation.metrics import Judge, score_answer
+from lab.evaluation.systems import EvalOwner, System
 from provenance.selectors import taint_violations
 
 
@@ -33,8 +34,8 @@ def statistics_refresh() -> None:
     with connection.cursor() as cursor:
         # The columns the Dep, receipt and retrieval queries filter and join on.
         cursor.execute(
-            "ANALYZE chat_message (id, owner_id, status, seq, deleted_by_id), "
-            "provenance_contextedge (owner_id, source_id, target_id)"
+            f"ANALYZE {Message._meta.db_table} (id, owner_id, status, seq, deleted_by_id), "
+            f"{ContextEdge._meta.db_table} (owner_id, source_id, target_id)"
         )
 
 

@@ -26,12 +26,10 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from dellm_site.celery import worker_command
-from provenance.bench.measure import stats
-from provenance.bench.seed import sentences
+from lab.bench.measure import stats
+from lab.bench.seed import sentences
 
 ROOT = Path(settings.BASE_DIR)
-# Debian's Chromium; Playwright's own browser download does not work offline.
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _free_port() -> int:
@@ -194,8 +192,8 @@ document.addEventListener("explorer:ready", (event) => {
 
 def graph_page_missing() -> str | None:
     """Why the graph part cannot run here (checked before any other part spends minutes), or None."""
-    if not Path(CHROMIUM).exists():
-        return f"Debian's Chromium is not at {CHROMIUM}"
+    if not Path(settings.DELLM_CHROMIUM).exists():
+        return f"Debian's Chromium is not at {settings.DELLM_CHROMIUM}"
     dirs = [entry[1] if isinstance(entry, tuple) else entry for entry in settings.STATICFILES_DIRS]
     missing = [str(path) for path in dirs if not Path(path).is_dir()]
     if missing:
@@ -213,7 +211,7 @@ def graph_page_bench(*, owner_id: int, loads: int) -> dict:
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
     timings, details = [], []
     with live_services(worker_concurrency=1) as (port, _queue), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        browser = playwright.chromium.launch(executable_path=settings.DELLM_CHROMIUM, headless=True)
         try:
             # Playwright's waits evaluate script text, which the app's CSP forbids (no 'unsafe-eval').
             context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)

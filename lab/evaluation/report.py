@@ -7,7 +7,7 @@ from pathlib import Path
 # state or a GUI backend, so it works headless and inside tests.
 from matplotlib.figure import Figure
 
-from provenance.evaluation.metrics import HIT_RECALL
+from lab.evaluation.metrics import HIT_RECALL
 
 
 def _fmt(value) -> str:

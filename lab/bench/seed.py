@@ -38,6 +38,9 @@ from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types import TypeInfo
 
+from chat.models import ContextEdge, Message, Thread, Turn
+from provenance.models import DeletionRequest
+
 USERNAME_PREFIX = "bench-"
 RANDOM_MODEL = "bench-random-unit"
 THREAD_TURNS = 20
@@ -46,7 +49,8 @@ RECENT_PARENTS = 3
 RECENT_SPAN = 20
 # Rows per COPY statement: bounds the memory of one chunk (vectors and text).
 CHUNK = 20_000
-TABLES = ("chat_message", "provenance_contextedge")
+THREADS, MESSAGES, EDGES = Thread._meta.db_table, Message._meta.db_table, ContextEdge._meta.db_table
+TABLES = (MESSAGES, EDGES)
 
 _SUBJECTS = [
     "my sister",
@@ -211,11 +215,11 @@ def bench_reset() -> int:
         return 0
     with transaction.atomic(), connection.cursor() as cursor:
         for table, column in (
-            ("provenance_contextedge", "owner_id"),
-            ("chat_turn", "owner_id"),
-            ("chat_message", "owner_id"),
-            ("provenance_deletionrequest", "owner_id"),
-            ("chat_thread", "owner_id"),
+            (EDGES, "owner_id"),
+            (Turn._meta.db_table, "owner_id"),
+            (MESSAGES, "owner_id"),
+            (DeletionRequest._meta.db_table, "owner_id"),
+            (THREADS, "owner_id"),
             ("authtoken_token", "user_id"),
         ):
             cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [ids])
@@ -323,7 +327,7 @@ def bench_seed(
                 cursor.execute(ddl)
     say("vacuum analyze")
     with connection.cursor() as cursor:
-        for table in ("chat_thread", *TABLES):
+        for table in (THREADS, *TABLES):
             cursor.execute(f"VACUUM ANALYZE {table}")
     return SeedResult(
         users=len(sizes),
@@ -339,14 +343,14 @@ def _load_user(cursor, *, owner_id, n, dim, model, rng, pick, now, random_vector
     if n == 0:
         return
     thread_count = (n + 2 * THREAD_TURNS - 1) // (2 * THREAD_TURNS)
-    first_thread = _reserve_ids(cursor, "chat_thread", thread_count)
-    first_message = _reserve_ids(cursor, "chat_message", n)
+    first_thread = _reserve_ids(cursor, THREADS, thread_count)
+    first_message = _reserve_ids(cursor, MESSAGES, n)
     start = now - timedelta(minutes=n)
     # The raw psycopg cursor, with pgvector's binary dumper registered on it alone.
     with connection.connection.cursor() as copy_cursor:
         register_vector_info(copy_cursor, TypeInfo.fetch(connection.connection, "vector"))
         with copy_cursor.copy(
-            "COPY chat_thread (id, owner_id, title, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
+            f"COPY {THREADS} (id, owner_id, title, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(["bigint", "integer", "varchar", "timestamptz", "timestamptz"])
             for t in range(thread_count):
@@ -360,7 +364,7 @@ def _load_user(cursor, *, owner_id, n, dim, model, rng, pick, now, random_vector
             vectors = random_unit(high - low, dim, rng) if random_vectors else embed_texts(texts)
             vectors_all.append(vectors)
             with copy_cursor.copy(
-                "COPY chat_message (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
+                f"COPY {MESSAGES} (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
                 "status, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(
@@ -405,9 +409,7 @@ def _load_user(cursor, *, owner_id, n, dim, model, rng, pick, now, random_vector
                 f"{owner_id}\t{first_message + a}\t{first_message + b}\t{c}\t{d:.4f}\n"
                 for a, b, c, d in zip(s.tolist(), t.tolist(), r.tolist(), scores.tolist(), strict=True)
             )
-            with copy_cursor.copy(
-                "COPY provenance_contextedge (owner_id, source_id, target_id, rank, score) FROM STDIN"
-            ) as copy:
+            with copy_cursor.copy(f"COPY {EDGES} (owner_id, source_id, target_id, rank, score) FROM STDIN") as copy:
                 copy.write(body)
     totals["messages"] += n
     totals["edges"] += len(sources)

@@ -12,8 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
-from provenance.bench.live import graph_page_bench, graph_page_missing, throughput_bench
-from provenance.bench.measure import (
+from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
+from lab.bench.measure import (
     bench_users,
     dep_bench,
     nearest_user,
@@ -22,7 +22,7 @@ from provenance.bench.measure import (
     turn_bench,
     vectors_kind,
 )
-from provenance.bench.report import report_write
+from lab.bench.report import report_write
 
 PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph")
 # One INFO line (ids only) per turn or deletion; thousands per run.

@@ -1,0 +1,11 @@
+"""Settings for pytest: the product's settings with the lab installed (its commands are under test).
+
+`DELLM_LAB` goes into the environment before the settings are read, so child
+processes (Celery workers, `manage.py` subprocesses) install the lab too.
+"""
+
+import os
+
+os.environ["DELLM_LAB"] = "1"
+
+from dellm_site.settings import *  # noqa: F403
