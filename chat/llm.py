@@ -108,7 +108,8 @@ def openai_client():
     )
 
 
-def _upstream_error(exc: Exception) -> UpstreamFailed:
+def upstream_error(exc: Exception) -> UpstreamFailed:
+    """An `openai` client error as the domain error; `transient` ones (timeouts, 429, 5xx) are retried."""
     import openai
 
     if isinstance(exc, openai.APITimeoutError):
@@ -141,7 +142,7 @@ class OpenAIResponder:
                 model=settings.DELLM_CHAT_MODEL, messages=self._messages(context, user_message)
             )
         except openai.OpenAIError as exc:
-            raise _upstream_error(exc) from exc
+            raise upstream_error(exc) from exc
         if not response.choices:
             raise UpstreamFailed("The language model returned no answer.", transient=True)
         return response.choices[0].message.content or ""
@@ -157,7 +158,7 @@ class OpenAIResponder:
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
         except openai.OpenAIError as exc:
-            raise _upstream_error(exc) from exc
+            raise upstream_error(exc) from exc
 
 
 @functools.cache

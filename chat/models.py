@@ -15,6 +15,9 @@ class Thread(models.Model):
         ordering = ["-updated_at", "-id"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
 
+    # Set by the thread detail view: its live messages, with edges attached.
+    live_messages: list["Message"]
+
     def __str__(self) -> str:
         return f"Thread {self.pk}"
 
@@ -33,7 +36,10 @@ class Message(models.Model):
 
     # Statuses that take part in contexts and the visible history. An
     # `expiring` message is still live until its scheduled deletion fires.
+    # Everything else was removed by a deletion. The one definition of both
+    # (LIVE_STATUSES / REMOVED_STATUSES below are the plain strings for raw SQL).
     LIVE = (Status.ACTIVE, Status.EXPIRING)
+    REMOVED = (Status.DELETED, Status.PURGED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages")
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
@@ -48,13 +54,13 @@ class Message(models.Model):
         db_persist=True,
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
-    deleted_by = models.ForeignKey(
-        "provenance.DeletionRequest",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="removed_messages",
-    )
+    # The id of the provenance deletion that removed (or scheduled) this
+    # message. A plain indexed id, not a foreign key: chat records and never
+    # depends on provenance, which sets and clears it in its own services
+    # (the only writers) under the owner's lock. Deletion rows are never
+    # deleted on their own (only with their owner, whose messages go too), so
+    # the id cannot dangle.
+    deleted_by_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -68,12 +74,21 @@ class Message(models.Model):
             GinIndex(fields=["search"], name="message_search_gin"),
         ]
 
+    # Attached by `chat.selectors.with_edges` (prefetches, not columns).
+    context_edges: list["ContextEdge"]
+    derived_edges: list["ContextEdge"]
+
     def __str__(self) -> str:
         return f"Message #{self.seq} ({self.role}, {self.status})"
 
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE
+
+
+# Plain strings for raw SQL parameters (psycopg would send an enum's name).
+LIVE_STATUSES = [str(s) for s in Message.LIVE]
+REMOVED_STATUSES = [str(s) for s in Message.REMOVED]
 
 
 class Turn(models.Model):
@@ -100,3 +115,31 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"Turn {self.pk} ({self.status})"
+
+
+class ContextEdge(models.Model):
+    """`source -> target`: `source` was in the context that produced `target`.
+
+    Chat records these when it commits a reply; provenance reads them to walk
+    Dep(M) and never writes them.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # No single-column indexes on the ends: the unique (source, target) serves
+    # lookups by source and `edge_target` those by target. A whole-history
+    # context writes hundreds of edges per reply, each paying for every index.
+    source = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="out_edges", db_index=False)
+    target = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="in_edges", db_index=False)
+    # 0 for the user message the reply answers, then 1..k by retrieval order.
+    rank = models.PositiveSmallIntegerField()
+    score = models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message).")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target"], name="edge_source_target_unique"),
+            models.CheckConstraint(condition=~models.Q(source=models.F("target")), name="edge_not_self"),
+        ]
+        indexes = [models.Index(fields=["target"], name="edge_target")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} -> {self.target_id}"

@@ -1,15 +1,16 @@
 """Reads over the message store: context retrieval and history."""
 
+from typing import Any
+
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 
 from chat.llm import ContextItem
-from chat.models import Message, Thread, Turn
+from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
 from dellm_site.errors import NotFound, ValidationFailed
-from provenance.models import ContextEdge
 
-LIVE_STATUSES = [str(s) for s in Message.LIVE]
+_MESSAGES = Message._meta.db_table
 
 # Exact per-owner search, unless the owner has a partial IVFFlat index
 # (chat/vector_indexes.py: heavy histories only). The candidates step orders
@@ -20,10 +21,10 @@ LIVE_STATUSES = [str(s) for s in Message.LIVE]
 # which k rows the ordering picks. No HNSW index: under a per-owner filter
 # pgvector 0.6 returns fewer than k rows (no iterative index scans), and on
 # duplicate-heavy histories it can miss the true neighbours entirely.
-_RELEVANT_SQL = """
+_RELEVANT_SQL = f"""
 WITH candidates AS MATERIALIZED (
     SELECT id, seq, role, content, embedding <=> %(query)s::vector AS distance
-    FROM chat_message
+    FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
       AND embedding IS NOT NULL
     ORDER BY embedding <=> %(query)s::vector
@@ -42,10 +43,10 @@ IVFFLAT_PROBES = 10
 
 # `window` and `full` take earlier messages by position; the score is still
 # recorded on the edge so the graph can show how related each one was.
-_RECENT_SQL = """
+_RECENT_SQL = f"""
 SELECT id, seq, role, content,
        COALESCE(1 - (embedding <=> %(query)s::vector), 0) AS score
-FROM chat_message
+FROM {_MESSAGES}
 WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s
 ORDER BY seq DESC
 LIMIT %(limit)s
@@ -62,7 +63,7 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
     if policy == "none" or (policy == "relevant" and message.embedding is None):
         return []
     query = None if message.embedding is None else vector_literal(message.embedding)
-    params = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
+    params: dict[str, Any] = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
     if policy == "relevant":
         sql = _RELEVANT_SQL
         params |= {

@@ -10,11 +10,11 @@ from django.utils import timezone
 
 from chat.embeddings import embed_one
 from chat.llm import ContextItem, get_responder
-from chat.models import Message, Thread, Turn
+from chat.models import ContextEdge, Message, Thread, Turn
 from chat.selectors import context_retrieve
+from chat.tasks import turn_run_task
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
-from provenance.models import ContextEdge
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +95,7 @@ def turn_create(*, thread: Thread, content: str, policy: str | None = None, enqu
 
 
 def _enqueue_turn(turn_id: int) -> None:
-    from chat import tasks
-
-    tasks.turn_run.delay(turn_id=turn_id)
+    turn_run_task.delay(turn_id=turn_id)
 
 
 def message_embed(*, message_id: int) -> Message | None:
@@ -130,8 +128,11 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
     with transaction.atomic():
         owner_lock(turn.owner_id)
         needed = {item.id for item in context} | {user_message.id}
-        live = Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE)
-        live = set(live.values_list("pk", flat=True))
+        live = set(
+            Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE).values_list(
+                "pk", flat=True
+            )
+        )
         if live != needed:
             raise _ContextChanged
         reply = Message.objects.create(

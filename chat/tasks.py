@@ -1,28 +1,32 @@
-"""Celery tasks for chat turns: ids in, nothing out (results are ignored)."""
+"""Celery tasks for chat turns: ids in, nothing out (results are ignored).
+
+Tasks are leaves: each imports its service inside its body, so services can
+enqueue them (`from chat.tasks import turn_run_task`) without an import cycle.
+"""
 
 import logging
 
 from celery import shared_task
 from django.conf import settings
 
-from chat import services
 from chat.streams import turn_publish
-from chat.vector_indexes import owner_vector_index_sync
 from dellm_site.errors import UpstreamFailed
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def turn_run(self, *, turn_id: int) -> None:
+def turn_run_task(self, *, turn_id: int) -> None:
     """Generate a turn's reply; transient upstream faults retry with backoff.
 
     acks_late + reject_on_worker_lost: a worker killed mid-turn hands the turn
     to another worker. That is safe because the reply commits atomically and
     only once (the turn leaves pending/running when it commits).
     """
+    from chat.services import turn_fail, turn_run
+
     try:
-        services.turn_run(
+        turn_run(
             turn_id=turn_id,
             on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
@@ -33,18 +37,20 @@ def turn_run(self, *, turn_id: int) -> None:
             logger.warning("turn %s: transient upstream fault (%s), retry %s", turn_id, exc.code, retries + 1)
             turn_publish(turn_id, "reset", {})
             raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
-        services.turn_fail(turn_id=turn_id, error=exc.message)
+        turn_fail(turn_id=turn_id, error=exc.message)
     except Exception:
         logger.exception("turn %s failed unexpectedly", turn_id)
-        services.turn_fail(turn_id=turn_id, error="Something went wrong while generating the reply; please retry.")
+        turn_fail(turn_id=turn_id, error="Something went wrong while generating the reply; please retry.")
         raise
     finally:
         turn_publish(turn_id, "changed", {})
 
 
 @shared_task(name="chat.vector_indexes_sync")
-def vector_indexes_sync() -> None:
+def vector_indexes_sync_task() -> None:
     """Beat, hourly: per-owner vector indexes for heavy histories (chat/vector_indexes.py)."""
+    from chat.vector_indexes import owner_vector_index_sync
+
     done = owner_vector_index_sync()
     logger.info(
         "vector indexes: %s created, %s rebuilt, %s dropped",

@@ -20,6 +20,8 @@ import re
 
 from django.db import connection
 
+from chat.models import Message
+
 INDEX_PREFIX = "message_ivf_owner_"
 MIN_MESSAGES = 20_000
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
@@ -29,8 +31,8 @@ def owner_vector_indexes() -> dict[int, int]:
     """{owner id: number of lists} of the per-owner indexes that exist."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chat_message' AND indexname LIKE %s",
-            [f"{INDEX_PREFIX}%"],
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+            [Message._meta.db_table, f"{INDEX_PREFIX}%"],
         )
         rows = cursor.fetchall()
     found = {}
@@ -42,7 +44,9 @@ def owner_vector_indexes() -> dict[int, int]:
 
 def _embedded_counts() -> dict[int, int]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT owner_id, count(*) FROM chat_message WHERE embedding IS NOT NULL GROUP BY owner_id")
+        cursor.execute(
+            f"SELECT owner_id, count(*) FROM {Message._meta.db_table} WHERE embedding IS NOT NULL GROUP BY owner_id"
+        )
         return dict(cursor.fetchall())
 
 
@@ -56,7 +60,7 @@ def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list
     existing = owner_vector_indexes()
     counts = _embedded_counts()
     wanted = set(counts) if owner_ids is None else set(owner_ids)
-    done = {"created": [], "rebuilt": [], "dropped": []}
+    done: dict[str, list[int]] = {"created": [], "rebuilt": [], "dropped": []}
     with connection.cursor() as cursor:
         for owner_id in sorted(wanted | (set(existing) if owner_ids is None else set())):
             count = counts.get(owner_id, 0)
@@ -71,7 +75,8 @@ def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list
             if lists is not None:
                 cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
             cursor.execute(
-                f"CREATE INDEX {concurrently}{name} ON chat_message USING ivfflat (embedding vector_cosine_ops) "
+                f"CREATE INDEX {concurrently}{name} ON {Message._meta.db_table} "
+                "USING ivfflat (embedding vector_cosine_ops) "
                 f"WITH (lists = {max(1, round(math.sqrt(count)))}) WHERE owner_id = {int(owner_id)}"
             )
             done["rebuilt" if lists is not None else "created"].append(owner_id)

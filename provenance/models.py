@@ -3,32 +3,11 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
-class ContextEdge(models.Model):
-    """`source -> target`: `source` was in the context that produced `target`."""
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    # No single-column indexes on the ends: the unique (source, target) serves
-    # lookups by source and `edge_target` those by target. A whole-history
-    # context writes hundreds of edges per reply, each paying for every index.
-    source = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="out_edges", db_index=False)
-    target = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="in_edges", db_index=False)
-    # 0 for the user message the reply answers, then 1..k by retrieval order.
-    rank = models.PositiveSmallIntegerField()
-    score = models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message).")
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["source", "target"], name="edge_source_target_unique"),
-            models.CheckConstraint(condition=~models.Q(source=models.F("target")), name="edge_not_self"),
-        ]
-        indexes = [models.Index(fields=["target"], name="edge_target")]
-
-    def __str__(self) -> str:
-        return f"{self.source_id} -> {self.target_id}"
-
-
 class DeletionRequest(models.Model):
-    """One deletion, from preview to outcome. Holds ids and counts, never text."""
+    """One deletion, from preview to outcome. Holds ids and counts, never text.
+
+    The messages it removed carry its id in `chat.Message.deleted_by_id`.
+    """
 
     class Selector(models.TextChoices):
         IDS = "ids"

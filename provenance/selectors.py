@@ -2,28 +2,30 @@
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Substr
 
-from chat.models import Message, Thread
-from chat.selectors import LIVE_STATUSES
+from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread
 from dellm_site.errors import NotFound
-from provenance.models import ContextEdge, DeletionRequest
+from provenance.models import DeletionRequest
 
-REMOVED_STATUSES = [str(s) for s in Message.Status if s not in Message.LIVE]
+_MESSAGES = Message._meta.db_table
+_EDGES = ContextEdge._meta.db_table
+_DELETIONS = DeletionRequest._meta.db_table
 
 # UNION (not UNION ALL) on the id column alone: each message enters the
 # working table at most once, so fan-in cannot multiply rows. A path or depth
 # column in the recursive term would defeat that deduplication. Roots of
 # another owner start nothing.
-_DEP_SQL = """
+_DEP_SQL = f"""
 WITH RECURSIVE dep(id) AS (
-    SELECT id FROM chat_message WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
+    SELECT id FROM {_MESSAGES} WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
   UNION
     SELECT e.target_id
-    FROM provenance_contextedge e
+    FROM {_EDGES} e
     JOIN dep ON e.source_id = dep.id
     WHERE e.owner_id = %(owner)s
 )
@@ -32,12 +34,12 @@ SELECT id FROM dep
 
 # Depth-limited variant (taint level k). The level column is bounded by k, so
 # the working table holds at most k + 1 rows per message.
-_DEP_DEPTH_SQL = """
+_DEP_DEPTH_SQL = f"""
 WITH RECURSIVE dep(id, level) AS (
-    SELECT id, 0 FROM chat_message WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
+    SELECT id, 0 FROM {_MESSAGES} WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
   UNION
     SELECT e.target_id, dep.level + 1
-    FROM provenance_contextedge e
+    FROM {_EDGES} e
     JOIN dep ON e.source_id = dep.id
     WHERE e.owner_id = %(owner)s AND dep.level < %(depth)s
 )
@@ -49,7 +51,7 @@ def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set
     """Dep(M): the roots plus every message reachable from them (within `depth` hops)."""
     if not roots:
         return set()
-    params = {"roots": sorted(set(roots)), "owner": owner_id, "depth": depth}
+    params: dict[str, Any] = {"roots": sorted(set(roots)), "owner": owner_id, "depth": depth}
     with connection.cursor() as cursor:
         cursor.execute(_DEP_SQL if depth is None else _DEP_DEPTH_SQL, params)
         return {row[0] for row in cursor.fetchall()}
@@ -78,8 +80,8 @@ def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> 
         if parent[node] is None:
             continue
         path = [node]
-        while parent[path[-1]] is not None:
-            path.append(parent[path[-1]])
+        while (up := parent[path[-1]]) is not None:
+            path.append(up)
         paths[node] = path[::-1]
     return paths
 
@@ -95,12 +97,12 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
     # Driven from the removed messages (few, found by the owner/status index)
     # to their out-edges, not from all of the owner's edges: a whole-history
     # context gives an owner O(n^2) edges, and every receipt runs this check.
-    sql = """
+    sql = f"""
         SELECT t.owner_id, t.id, s.id
-        FROM chat_message s
-        LEFT JOIN provenance_deletionrequest d ON d.id = s.deleted_by_id
-        JOIN provenance_contextedge e ON e.source_id = s.id
-        JOIN chat_message t ON t.id = e.target_id
+        FROM {_MESSAGES} s
+        LEFT JOIN {_DELETIONS} d ON d.id = s.deleted_by_id
+        JOIN {_EDGES} e ON e.source_id = s.id
+        JOIN {_MESSAGES} t ON t.id = e.target_id
         WHERE s.status = ANY(%(removed)s) AND t.status = ANY(%(live)s)
           AND (d.id IS NULL OR d.depth IS NULL)
           AND (%(owner)s::bigint IS NULL OR s.owner_id = %(owner)s)
@@ -118,11 +120,11 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
     and sharding by owner relies on that. One pass over all edges, so it
     belongs to `manage.py dellm_check`, not to a page.
     """
-    sql = """
+    sql = f"""
         SELECT e.id, e.source_id, e.target_id
-        FROM provenance_contextedge e
-        JOIN chat_message s ON s.id = e.source_id
-        JOIN chat_message t ON t.id = e.target_id
+        FROM {_EDGES} e
+        JOIN {_MESSAGES} s ON s.id = e.source_id
+        JOIN {_MESSAGES} t ON t.id = e.target_id
         WHERE s.owner_id <> e.owner_id OR t.owner_id <> e.owner_id
         ORDER BY e.id
     """

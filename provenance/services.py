@@ -16,11 +16,12 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from chat.embeddings import embed_one
-from chat.models import Message
+from chat.models import LIVE_STATUSES, Message
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
 from provenance.selectors import dep_ids, explanation_paths
+from provenance.tasks import deletion_fire_task, vacuum_messages_task
 from provenance.verification import ForgetProbe, deletion_verify, forget_probe
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def _select_ids(*, owner, ids) -> list[int]:
 
 def _selectable(mode: str) -> list[str]:
     # A purge also reaches soft-deleted messages: the user wants the text gone.
-    statuses = [str(s) for s in Message.LIVE]
+    statuses = list(LIVE_STATUSES)
     if mode == Mode.PURGE:
         statuses.append(Message.Status.DELETED)
     return statuses
@@ -202,14 +203,14 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
             content="",
             embedding=None,
             embedding_model="",
-            deleted_by=deletion,
+            deleted_by_id=deletion.pk,
             expires_at=None,
             updated_at=now,
         )
     else:
         removed = list(targets.filter(status__in=Message.LIVE).values_list("pk", flat=True))
         targets.filter(pk__in=removed).update(
-            status=Message.Status.DELETED, deleted_by=deletion, expires_at=None, updated_at=now
+            status=Message.Status.DELETED, deleted_by_id=deletion.pk, expires_at=None, updated_at=now
         )
     deletion.dependent_ids = sorted(members - set(deletion.matched_ids))
     deletion.explanations = {
@@ -250,12 +251,13 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> Deleti
         deletion.confirmed_by = confirmed_by
         deletion.confirmed_at = timezone.now()
         if deletion.mode == Mode.EXPIRE:
+            assert deletion.expire_at is not None  # the preview requires it for mode expire
             if deletion.expire_at <= deletion.confirmed_at:
                 raise Conflict("expire_at has passed since the preview; preview the deletion again.")
             # Only the matched messages are marked: Dep is recomputed when the
             # expiry fires, so replies derived in the meantime go too.
             Message.objects.filter(pk__in=deletion.matched_ids, status__in=Message.LIVE).update(
-                status=Message.Status.EXPIRING, expires_at=deletion.expire_at, deleted_by=deletion
+                status=Message.Status.EXPIRING, expires_at=deletion.expire_at, deleted_by_id=deletion.pk
             )
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
@@ -270,14 +272,12 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> Deleti
 
 
 def _after_commit(deletion: DeletionRequest) -> None:
-    from provenance import tasks
-
     if deletion.status == Status.EXECUTED and deletion.mode != Mode.SOFT and deletion.deleted_ids:
-        transaction.on_commit(lambda: tasks.vacuum_messages.delay())
+        transaction.on_commit(lambda: vacuum_messages_task.delay())
     if deletion.status == Status.SCHEDULED:
-        transaction.on_commit(
-            lambda: tasks.deletion_fire.apply_async(kwargs={"deletion_id": deletion.pk}, eta=deletion.expire_at)
-        )
+        eta = deletion.expire_at
+        assert eta is not None  # every scheduled deletion has its time
+        transaction.on_commit(lambda: deletion_fire_task.apply_async(kwargs={"deletion_id": deletion.pk}, eta=eta))
 
 
 def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionRequest | None:
@@ -292,7 +292,10 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         return None
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
-        if deletion.status != Status.SCHEDULED or deletion.expire_at > now:
+        if deletion.status != Status.SCHEDULED:
+            return deletion
+        assert deletion.expire_at is not None  # every scheduled deletion has its time
+        if deletion.expire_at > now:
             return deletion
         probe = _apply(deletion=deletion, purge=True)
         deletion.outcome = f"expired: {deletion.outcome}"
@@ -320,8 +323,8 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         if deletion.status not in (Status.PREVIEWED, Status.SCHEDULED):
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")
         if deletion.status == Status.SCHEDULED:
-            Message.objects.filter(deleted_by=deletion, status=Message.Status.EXPIRING).update(
-                status=Message.Status.ACTIVE, expires_at=None, deleted_by=None
+            Message.objects.filter(deleted_by_id=deletion.pk, status=Message.Status.EXPIRING).update(
+                status=Message.Status.ACTIVE, expires_at=None, deleted_by_id=None
             )
         deletion.status = Status.CANCELLED
         deletion.outcome = "cancelled"
@@ -344,9 +347,9 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             raise Conflict("Only an executed soft deletion can be undone.")
         removed = set(deletion.deleted_ids)
         still = set(
-            Message.objects.filter(pk__in=removed, deleted_by=deletion, status=Message.Status.DELETED).values_list(
-                "pk", flat=True
-            )
+            Message.objects.filter(
+                pk__in=removed, deleted_by_id=deletion.pk, status=Message.Status.DELETED
+            ).values_list("pk", flat=True)
         )
         if still != removed:
             raise Conflict(
@@ -359,14 +362,14 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             .values_list("pk", flat=True)
             .distinct()
         )
-        blocking = sorted(blocking)
-        if blocking:
+        blocking_ids = sorted(blocking)
+        if blocking_ids:
             raise Conflict(
                 "These messages were generated from messages removed by another deletion "
-                f"(ids {blocking[:10]}); undo that one first."
+                f"(ids {blocking_ids[:10]}); undo that one first."
             )
         Message.objects.filter(pk__in=removed).update(
-            status=Message.Status.ACTIVE, deleted_by=None, updated_at=timezone.now()
+            status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now()
         )
         deletion.status = Status.UNDONE
         deletion.undone_at = timezone.now()

@@ -20,13 +20,14 @@ only), and a warning on the admin's deletion audit.
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from chat.models import Message
-from chat.selectors import LIVE_STATUSES, vector_literal
+from chat.models import LIVE_STATUSES, Message
+from chat.selectors import vector_literal
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
@@ -39,9 +40,9 @@ Status = DeletionRequest.Status
 # context retrieval: no index, so no neighbour is missed under the owner filter.
 # The probes are parsed into vectors once (`::vector[]`), not once per pair:
 # that cast cost 150 us a pair, 154 s for 100 probes over 10k messages.
-_NEIGHBOURS_SQL = """
+_NEIGHBOURS_SQL = f"""
 SELECT DISTINCT m.id
-FROM chat_message m, unnest(%(probes)s::vector[]) AS p(vector)
+FROM {Message._meta.db_table} m, unnest(%(probes)s::vector[]) AS p(vector)
 WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.embedding IS NOT NULL
   AND NOT (m.id = ANY(%(exclude)s))
   AND 1 - (m.embedding <=> p.vector) >= %(threshold)s
@@ -74,7 +75,7 @@ def forget_threshold() -> float:
 def _live_neighbours(*, owner_id: int, vectors: list[str], exclude: set[int]) -> set[int]:
     if not vectors:
         return set()
-    params = {
+    params: dict[str, Any] = {
         "probes": vectors,
         "owner": owner_id,
         "live": list(LIVE_STATUSES),

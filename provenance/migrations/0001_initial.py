@@ -1,3 +1,6 @@
+# The whole provenance schema, squashed (layout-v2). After chat's: provenance
+# reads chat's tables (raw SQL joins them); chat never refers to provenance.
+
 import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.conf import settings
@@ -8,49 +11,11 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("chat", "0002_message_thread_turn"),
+        ("chat", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
-        migrations.CreateModel(
-            name="ContextEdge",
-            fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("rank", models.PositiveSmallIntegerField()),
-                (
-                    "score",
-                    models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message)."),
-                ),
-                (
-                    "owner",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
-                    ),
-                ),
-                (
-                    "source",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="out_edges", to="chat.message"
-                    ),
-                ),
-                (
-                    "target",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="in_edges", to="chat.message"
-                    ),
-                ),
-            ],
-            options={
-                "indexes": [models.Index(fields=["target"], name="edge_target")],
-                "constraints": [
-                    models.UniqueConstraint(fields=("source", "target"), name="edge_source_target_unique"),
-                    models.CheckConstraint(
-                        condition=models.Q(("source", models.F("target")), _negated=True), name="edge_not_self"
-                    ),
-                ],
-            },
-        ),
         migrations.CreateModel(
             name="DeletionRequest",
             fields=[
@@ -92,9 +57,10 @@ class Migration(migrations.Migration):
                             ("executed", "Executed"),
                             ("cancelled", "Cancelled"),
                             ("undone", "Undone"),
+                            ("verification_failed", "Verification Failed"),
                         ],
                         default="previewed",
-                        max_length=16,
+                        max_length=24,
                     ),
                 ),
                 (
@@ -121,6 +87,8 @@ class Migration(migrations.Migration):
                 ("confirmed_at", models.DateTimeField(blank=True, null=True)),
                 ("executed_at", models.DateTimeField(blank=True, null=True)),
                 ("undone_at", models.DateTimeField(blank=True, null=True)),
+                ("receipt", models.JSONField(blank=True, null=True)),
+                ("verified_at", models.DateTimeField(blank=True, null=True)),
                 (
                     "actor",
                     models.ForeignKey(
@@ -152,6 +120,9 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-created_at", "-id"],
+                "permissions": [
+                    ("run_subject_deletion", "Can run a deletion on a user's behalf (data-subject request)")
+                ],
                 "indexes": [
                     models.Index(fields=["owner", "-created_at"], name="deletion_owner_recent"),
                     models.Index(fields=["status", "expire_at"], name="deletion_due"),
