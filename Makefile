@@ -17,10 +17,12 @@ endif
 
 .PHONY: run test setup lint stop bench eval
 
-$(VENV)/.installed: requirements.txt
+# Development set-up: the runtime (requirements.txt) plus tests, lint, types,
+# bench and eval (requirements-dev.txt). Production installs requirements.txt only.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.installed
@@ -45,12 +47,19 @@ run: setup frontend/node_modules/.installed
 stop: setup
 	$(PY) -m dellm_site.embedded stop
 
+# mypy and import-linter import the settings: point them at URLs so that no
+# embedded server starts (nothing connects while they run).
+LINT_ENV := DATABASE_URL=postgresql://lint@127.0.0.1:1/lint REDIS_URL=redis://127.0.0.1:1/0
+
 lint: setup frontend/node_modules/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	cd frontend && ./node_modules/.bin/eslint static/js
+	$(LINT_ENV) $(VENV)/bin/lint-imports
+	$(LINT_ENV) $(VENV)/bin/mypy
 
 # The suite runs against its own throwaway embedded PostgreSQL, removed afterwards.
+test: export DELLM_LAB = 1
 test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-test.XXXXXX); \
@@ -60,6 +69,7 @@ test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 
 # The paper's utility and deletion experiments, offline by default (< 15 min on 2 cores);
 # report.md, thresholds.png and results.json land in eval-results/.
+eval: export DELLM_LAB = 1
 eval: setup
 	$(PY) -m dellm_site.embedded start
 	$(PY) manage.py migrate --noinput
@@ -70,6 +80,7 @@ eval: setup
 # BENCH_SCALE=small: 200k messages, random vectors, a few minutes).
 # REPORT.md, README_SECTION.md, results.json and the charts land in bench-results/.
 BENCH_SCALE ?= full
+bench: export DELLM_LAB = 1
 bench: setup frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-bench.XXXXXX); \

@@ -6,6 +6,7 @@ nothing is downloaded. `openai` calls any OpenAI-compatible embeddings endpoint.
 
 import functools
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -19,7 +20,7 @@ class Embedder(Protocol):
     model_name: str
     dim: int
 
-    def embed(self, texts: list[str]) -> list[list[float] | None]:
+    def embed(self, texts: list[str]) -> Sequence[list[float] | None]:
         """Unit vectors; None for a text with nothing to embed (it matches nothing)."""
         ...
 

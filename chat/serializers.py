@@ -20,7 +20,7 @@ class MessageSerializer(serializers.ModelSerializer):
     # Reads the edges that `chat.selectors.with_edges` attaches (no query per message).
 
     content = serializers.SerializerMethodField()
-    context = serializers.SerializerMethodField(help_text="Ids of the messages this one was generated from.")
+    context = serializers.SerializerMethodField(help_text="Ids of the messages this one was generated from.")  # type: ignore[assignment]
     derived = serializers.SerializerMethodField(help_text="Ids of the messages generated with this one in context.")
 
     class Meta:

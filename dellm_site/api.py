@@ -47,7 +47,7 @@ def _sentence(text) -> str:
 def _flatten(detail, prefix: str = "") -> dict[str, str]:
     """DRF's nested validation detail as {"select.ids": "message"}."""
     if isinstance(detail, dict):
-        flat = {}
+        flat: dict[str, str] = {}
         for key, value in detail.items():
             name = "non_field_errors" if key == "non_field_errors" and not prefix else f"{prefix}{key}"
             flat |= _flatten(value, f"{name}.") if isinstance(value, dict) else {name: _joined(value)}
@@ -111,7 +111,8 @@ def handler500(request):
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField(help_text="A sentence for humans.")
-    fields = serializers.DictField(child=serializers.CharField(), help_text="Per-field problems.")
+    # The API names it `fields`, which shadows Serializer.fields for the type checker only.
+    fields = serializers.DictField(child=serializers.CharField(), help_text="Per-field problems.")  # type: ignore[assignment]
 
 
 class ErrorSerializer(serializers.Serializer):

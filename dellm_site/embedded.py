@@ -153,7 +153,7 @@ def embedded_stop() -> list[str]:
         pidfile.unlink(missing_ok=True)
     pgdata = folder / "pgdata"
     if (pgdata / "postmaster.pid").exists():
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = "pgserver" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)

@@ -36,7 +36,7 @@ def _is_id_like(value) -> bool:
 
 def _chain(exc: BaseException | None) -> list[BaseException]:
     """The exception and its causes and contexts, innermost last, each once."""
-    chain = []
+    chain: list[BaseException] = []
     while exc is not None and all(exc is not seen for seen in chain):
         chain.append(exc)
         exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
@@ -78,7 +78,7 @@ class WithholdText(logging.Filter):
             record.args = tuple(scrub(value) for value in record.args)
         if isinstance(getattr(record, "data", None), dict):
             # Celery repeats its log arguments, exception text included, as `extra={"data": ...}`.
-            record.data = {key: scrub(value) for key, value in record.data.items()}
+            record.data = {key: scrub(value) for key, value in record.data.items()}  # type: ignore[attr-defined]
         if exc is not None:
             record.exc_text = withheld_traceback(exc)
             record.exc_info = None

@@ -142,7 +142,7 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
         "receipt_checks",
         "review",
     ]
-    readonly_fields = [name for row in fields for name in (row if isinstance(row, tuple) else [row])]
+    readonly_fields = [name for row in fields for name in (row if not isinstance(row, str) else [row])]
 
     @admin.display(boolean=True, description="on behalf")
     def on_behalf(self, deletion):

@@ -236,6 +236,7 @@ def subject_review_view(request, model_admin, deletion_id: int):
             messages.error(request, error.message)
             return redirect("admin:provenance_deletionrequest_review", deletion.pk)
         if deletion.status == DeletionRequest.Status.VERIFICATION_FAILED:
+            assert deletion.receipt is not None  # a failed verification always leaves its receipt
             failed = ", ".join(deletion.receipt["failed"])
             messages.error(request, f"Deletion {deletion.pk} FAILED verification: {failed}.")
         else:

@@ -132,7 +132,7 @@ class DependentSerializer(serializers.Serializer):
 
 
 class DependentsSerializer(serializers.Serializer):
-    root = serializers.IntegerField()
+    root = serializers.IntegerField()  # type: ignore[assignment]
     dependents = DependentSerializer(many=True)
     count = serializers.IntegerField()
 
@@ -153,26 +153,26 @@ class NodeDataSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
     role = serializers.CharField()
     status = serializers.CharField()
-    label = serializers.SerializerMethodField()
+    label = serializers.SerializerMethodField()  # type: ignore[assignment]
     thread = serializers.IntegerField(source="thread_id")
 
     def get_label(self, message: Message) -> str:
         head = f"#{message.seq} {message.role}"
         if message.status == Message.Status.PURGED:
             return head
-        snippet = message.snippet
+        snippet = message.snippet  # type: ignore[attr-defined]  # annotated by selectors.graph_nodes
         if len(snippet) > LABEL_CHARS:
             snippet = snippet[:LABEL_CHARS].rstrip() + "…"
         return f"{head}: {' '.join(snippet.split())}"
 
 
 class NodeSerializer(serializers.Serializer):
-    data = NodeDataSerializer(source="*")
+    data = NodeDataSerializer(source="*")  # type: ignore[assignment]
 
 
 class EdgeDataSerializer(serializers.Serializer):
     id = serializers.SerializerMethodField()
-    source = serializers.IntegerField(source="source_id")
+    source = serializers.IntegerField(source="source_id")  # type: ignore[assignment]
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
@@ -182,7 +182,7 @@ class EdgeDataSerializer(serializers.Serializer):
 
 
 class EdgeSerializer(serializers.Serializer):
-    data = EdgeDataSerializer(source="*")
+    data = EdgeDataSerializer(source="*")  # type: ignore[assignment]
 
 
 class GraphSerializer(serializers.Serializer):
@@ -193,7 +193,7 @@ class GraphSerializer(serializers.Serializer):
 
 
 class ExportEdgeSerializer(serializers.Serializer):
-    source = serializers.IntegerField(source="source_id")
+    source = serializers.IntegerField(source="source_id")  # type: ignore[assignment]
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
