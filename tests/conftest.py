@@ -1,7 +1,25 @@
+"""Every fixture of the suite, in one place (helpers that are not fixtures are in tests/helpers.py,
+tests/factories.py and tests/browser/pages.py)."""
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Permission
+from django.core.cache import cache
+from playwright.sync_api import sync_playwright
+from rest_framework.test import APIClient
 
 from dellm_site.celery import app as celery_app
-from tests.factories import make_thread, make_user
+from provenance import services as deletions
+from tests.browser.pages import sign_in
+from tests.factories import KEPT, SECRET, SECRET_WORD, make_edge, make_message, make_thread, make_user, unit_vector
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import Worker, client_for
+
+# --- Every test ---------------------------------------------------------------
 
 
 @pytest.fixture(autouse=True)
@@ -12,6 +30,17 @@ def _celery_eager(request):
     celery_app.conf.task_always_eager = eager
     yield
     celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle():
+    """The chat throttle counts in the (in-memory) cache; each test starts with none used."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+# --- Users and data ---------------------------------------------------------
 
 
 @pytest.fixture
@@ -27,3 +56,159 @@ def other_owner(db):
 @pytest.fixture
 def thread(owner):
     return make_thread(owner, "main")
+
+
+@pytest.fixture
+def openai_server(settings):
+    """A local OpenAI-compatible server that the real `openai` client talks to."""
+    with FakeOpenAI(default_text="Paris, as you said.") as server:
+        settings.OPENAI_BASE_URL = server.url
+        settings.OPENAI_API_KEY = "test-key"
+        settings.DELLM_CHAT_MODEL = "fake-model"
+        settings.DELLM_LLM_TIMEOUT = 1
+        yield server
+
+
+# --- HTTP API -------------------------------------------------------------------
+
+
+@pytest.fixture
+def api(owner) -> APIClient:
+    return client_for(owner)
+
+
+@pytest.fixture
+def other_api(other_owner) -> APIClient:
+    return client_for(other_owner)
+
+
+# --- Admin ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(db):
+    """A superuser: every admin permission, including data-subject deletions."""
+    return make_user("root", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def clerk(db):
+    """Staff who may read the deletion audit and nothing else."""
+    user = make_user("clerk", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_deletionrequest"))
+    return user
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def history(owner, thread):
+    """A purged secret (with a reply built from it), a soft deletion, a pending preview and a live message."""
+    secret = make_message(thread, SECRET, embedding=unit_vector(1))
+    reply = make_message(thread, f"Noted: {SECRET}", role="assistant", embedding=unit_vector(2))
+    make_edge(secret, reply, rank=0, score=1.0)
+    kept = make_message(thread, KEPT, embedding=unit_vector(3))
+    lyon = make_message(thread, "I live in Lyon", embedding=unit_vector(4))
+    purge = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", exact=SECRET_WORD)
+    purge = deletions.deletion_confirm(deletion_id=purge.pk, owner_id=owner.pk, confirmed_by=owner)
+    soft = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[lyon.pk])
+    soft = deletions.deletion_confirm(deletion_id=soft.pk, owner_id=owner.pk, confirmed_by=owner)
+    pending = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[kept.pk])
+    return SimpleNamespace(
+        secret=secret, reply=reply, kept=kept, lyon=lyon, purge=purge, soft=soft, pending=pending, thread=thread
+    )
+
+
+# --- A real Celery worker (marker `worker`) -----------------------------------------
+
+
+@pytest.fixture
+def start_worker(request, django_db_blocker, tmp_path):
+    """Start a worker with extra environment; tasks sent by this test go to its queue."""
+    workers = []
+    previous_queue = celery_app.conf.task_default_queue
+
+    def start(env: dict | None = None, concurrency: int = 2) -> Worker:
+        with django_db_blocker.unblock():
+            worker = Worker(env=env or {}, concurrency=concurrency, log=tmp_path / f"worker{len(workers)}.log")
+        workers.append(worker)
+        celery_app.conf.task_default_queue = worker.queue
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    celery_app.conf.task_default_queue = previous_queue
+
+
+# --- Real Chromium (marker `browser`) ---------------------------------------------
+# Each page fails its test on any console error or uncaught exception, which
+# includes Content-Security-Policy violations. Screenshots go to
+# test-artifacts/screenshots/ (ignored by git).
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    chromium_path = django_settings.DELLM_CHROMIUM
+    if not Path(chromium_path).exists():
+        pytest.fail(f"{chromium_path} is missing: `make test` installs it (apt-get install chromium).")
+    # Playwright's sync API runs an event loop in this thread; Django's ORM would
+    # refuse to run next to it, although every ORM call here is synchronous.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class BrowserErrors(list):
+    def watch(self, page):
+        page.on("console", lambda message: message.type == "error" and self.append(f"console: {message.text}"))
+        page.on("pageerror", lambda error: self.append(f"pageerror: {error}"))
+
+
+@pytest.fixture
+def open_page(chromium, live_server):
+    """`open_page(width=1280)` -> a fresh signed-out page; fails the test on any console error."""
+    contexts = []
+    errors = BrowserErrors()
+
+    def open_(width: int = 1280, height: int = 860):
+        context = chromium.new_context(viewport={"width": width, "height": height}, base_url=live_server.url)
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = context.new_page()
+        errors.watch(page)
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
+    assert errors == [], "errors in the browser console"
+
+
+@pytest.fixture
+def signed_in(open_page, start_worker, transactional_db):
+    """`signed_in(username, worker_env=None)` -> a page signed in as a new user, a worker serving its turns."""
+
+    def open_(username: str, worker_env: dict | None = None):
+        make_user(username)
+        start_worker(worker_env)
+        page = open_page()
+        sign_in(page, username)
+        return page
+
+    return open_

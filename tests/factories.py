@@ -6,8 +6,7 @@ import numpy as np
 from django.contrib.auth import get_user_model
 from django.db.models import Max
 
-from chat.models import Message, Thread
-from provenance.models import ContextEdge
+from chat.models import ContextEdge, Message, Thread
 
 _names = itertools.count(1)
 
@@ -42,3 +41,9 @@ def make_edge(source: Message, target: Message, rank: int = 1, score: float = 0.
 def unit_vector(seed: int, dim: int = 256) -> list[float]:
     vector = np.random.default_rng(seed).standard_normal(dim)
     return (vector / np.linalg.norm(vector)).tolist()
+
+
+# The admin's `history` (tests/conftest.py): purged there, so no admin page may show it.
+SECRET_WORD = "Zanzibar-4471"
+SECRET = f"my tortoise is called {SECRET_WORD}"
+KEPT = "I like jasmine tea"

@@ -1,13 +1,84 @@
-"""Where purged text could linger, read as plain text: a pg_dump of the database and every Redis key."""
+"""Helpers shared by the suite (fixtures live in tests/conftest.py only).
+
+API clients, waiting, a real Celery worker process, and the places where
+purged text could linger, read as plain text: a pg_dump of the database and
+every Redis key.
+"""
 
 import base64
 import contextlib
+import os
+import signal
 import subprocess
+import time
+import uuid
+from pathlib import Path
 
+import psutil
 import redis
 from django.conf import settings
 from django.db import connection
 from pgserver._commands import POSTGRES_BIN_PATH
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from dellm_site.celery import worker_command
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+class Worker:
+    def __init__(self, *, env: dict, concurrency: int, log: Path):
+        self.queue = f"dellm-test-{uuid.uuid4().hex[:8]}"
+        self.log = log
+        db = connection.settings_dict
+        environment = {
+            **os.environ,
+            "DATABASE_URL": f"postgresql://{db['USER']}:@/{db['NAME']}?host={db['HOST']}",
+            "DELLM_CELERY_QUEUE": self.queue,
+            **env,
+        }
+        self.process = subprocess.Popen(
+            worker_command(queue=self.queue, concurrency=concurrency),
+            cwd=ROOT,
+            env=environment,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while " ready." not in log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def children(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children()
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
 
 
 def pg_dump() -> str:

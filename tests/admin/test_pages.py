@@ -8,9 +8,8 @@ from django.urls import reverse
 from chat.admin import TOMBSTONE
 from provenance import services
 from provenance.models import DeletionRequest
-from tests.admin.conftest import KEPT, SECRET_WORD
-from tests.api.conftest import client_for
-from tests.factories import make_message, make_thread
+from tests.factories import KEPT, SECRET_WORD, make_message, make_thread
+from tests.helpers import client_for
 
 
 def custom_pages(history) -> list[str]:

@@ -5,13 +5,10 @@ import logging
 import pytest
 from django.urls import reverse
 
-from chat.models import Message, Turn
+from chat.models import ContextEdge, Message, Turn
 from dellm_site.logging import WITHHELD
-from provenance.models import ContextEdge
-from tests.api.conftest import client_for
 from tests.factories import make_user
-from tests.helpers import pg_dump, redis_dump
-from tests.worker.conftest import wait_for
+from tests.helpers import client_for, pg_dump, redis_dump, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -3,8 +3,8 @@ from django.urls import reverse
 from chat.models import Message
 from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
-from tests.api.conftest import client_for
 from tests.factories import make_edge, make_message, make_thread, unit_vector
+from tests.helpers import client_for
 
 REQUEST = reverse("admin:provenance_deletionrequest_subject_request")
 PHRASE = "Zanzibar-4471"

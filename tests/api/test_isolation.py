@@ -5,8 +5,8 @@ import pytest
 from chat.models import Message, Thread, Turn
 from provenance.models import DeletionRequest
 from provenance.services import deletion_confirm, deletion_preview
-from tests.api.conftest import client_for
 from tests.factories import make_edge, make_message, make_thread, make_user
+from tests.helpers import client_for
 
 
 @pytest.fixture

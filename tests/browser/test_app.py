@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message
 from provenance.models import DeletionRequest
-from tests.browser.conftest import (
+from tests.browser.pages import (
     ask_to_forget,
     chip_ids,
     click_node,

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chat.models import Message
-from provenance.models import ContextEdge
-from tests.browser.conftest import explorer, screenshot, sign_in, wait_graph_ready
+from chat.models import ContextEdge, Message
+from tests.browser.pages import explorer, screenshot, sign_in, wait_graph_ready
 from tests.factories import make_thread, make_user
 
 pytestmark = pytest.mark.browser

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message, Turn
 from provenance.models import DeletionRequest
-from tests.browser.conftest import ask_to_forget, click_node, screenshot, send, wait_graph_ready
+from tests.browser.pages import ask_to_forget, click_node, screenshot, send, wait_graph_ready
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]

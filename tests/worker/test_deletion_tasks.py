@@ -18,8 +18,7 @@ from provenance import services as deletions
 from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
 from tests.factories import make_edge, make_message
-from tests.helpers import redis_dump
-from tests.worker.conftest import wait_for
+from tests.helpers import redis_dump, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

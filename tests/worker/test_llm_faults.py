@@ -4,7 +4,7 @@ from chat import services as chat
 from chat.models import Message, Turn
 from provenance import services as deletions
 from tests.fake_openai import FakeOpenAI
-from tests.worker.conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

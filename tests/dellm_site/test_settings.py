@@ -3,23 +3,9 @@ import subprocess
 import sys
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
-from chat.models import Message
 from tests.factories import make_message
-
-
-def test_reembed_fills_vectors_for_messages_with_content(owner, thread):
-    live = make_message(thread, "I live in Paris")
-    deleted = make_message(thread, "I like tea", status="deleted")
-    purged = make_message(thread, "", status="purged")
-    call_command("reembed")
-    rows = {m.pk: m for m in Message.objects.filter(owner=owner)}
-    assert len(rows[live.pk].embedding) == 256
-    assert len(rows[deleted.pk].embedding) == 256
-    assert rows[purged.pk].embedding is None
-    assert rows[live.pk].embedding_model == "wordllama-l2_supercat-256"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -46,11 +32,3 @@ def test_beat_schedules_registered_tasks_only():
         "chat.vector_indexes_sync",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
-
-
-def test_vector_index_sync_task_logs_counts_only(db, caplog):
-    from chat import tasks
-
-    with caplog.at_level("INFO", logger="chat.tasks"):
-        tasks.vector_indexes_sync.delay()
-    assert "vector indexes: 0 created, 0 rebuilt, 0 dropped" in caplog.messages

@@ -4,10 +4,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from chat.models import Message
+from chat.models import ContextEdge, Message
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from provenance import services
-from provenance.models import ContextEdge, DeletionRequest
+from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
 from tests.factories import make_edge, make_message, make_thread, unit_vector
 

@@ -8,19 +8,20 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from chat.models import Message
+from chat.models import ContextEdge, Message
 from chat.vector_indexes import owner_vector_index_sync, owner_vector_indexes
-from provenance.bench import live
-from provenance.bench.measure import OwnerGraph
-from provenance.bench.seed import USERNAME_PREFIX, bench_user_ids
-from provenance.models import ContextEdge
+from lab.bench.measure import OwnerGraph
+from lab.bench.seed import USERNAME_PREFIX, bench_user_ids
 from provenance.selectors import dep_ids, taint_violations
 from tests.factories import make_user
 
 
 def _index_count() -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_indexes WHERE tablename IN ('chat_message', 'provenance_contextedge')")
+        cursor.execute(
+            "SELECT count(*) FROM pg_indexes WHERE tablename IN (%s, %s)",
+            [Message._meta.db_table, ContextEdge._meta.db_table],
+        )
         return cursor.fetchone()[0]
 
 
@@ -95,8 +96,8 @@ def test_smoke_bench_writes_report(transactional_db, tmp_path):
     assert "README_SECTION.md" in {p.name for p in tmp_path.iterdir()}
 
 
-def test_bench_refuses_the_graph_part_up_front_without_chromium(db, monkeypatch, tmp_path):
-    monkeypatch.setattr(live, "CHROMIUM", str(tmp_path / "no-chromium"))
+def test_bench_refuses_the_graph_part_up_front_without_chromium(db, settings, tmp_path):
+    settings.DELLM_CHROMIUM = str(tmp_path / "no-chromium")
 
     with pytest.raises(CommandError, match="graph part cannot run: Debian's Chromium is not at"):
         call_command("dellm_bench", parts="dep,graph", out=str(tmp_path), stdout=StringIO())

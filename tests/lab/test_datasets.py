@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from provenance.evaluation.datasets import tofu_load
-from provenance.evaluation.personas import (
+from lab.evaluation.datasets import tofu_load
+from lab.evaluation.personas import (
     FACTS_PER_PERSONA,
     QUESTIONS_PER_PERSONA,
     REQUESTS_PER_PERSONA,

@@ -4,7 +4,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from provenance.evaluation.metrics import (
+from lab.evaluation.metrics import (
     Judge,
     judge_verdict,
     relations_check,

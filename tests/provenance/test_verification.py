@@ -9,8 +9,8 @@ from django.utils import timezone
 from chat.models import Message
 from provenance import services
 from provenance.models import DeletionRequest
-from tests.api.conftest import client_for
 from tests.factories import make_edge, make_message, unit_vector
+from tests.helpers import client_for
 
 THRESHOLD = settings.DELLM_CONTEXT_THRESHOLD
 

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from provenance.evaluation.metrics import TOLERANCE
-from provenance.evaluation.systems import USERNAME_PREFIX
+from lab.evaluation.metrics import TOLERANCE
+from lab.evaluation.systems import USERNAME_PREFIX
 
 pytestmark = pytest.mark.skipif(
     not (Path(settings.DELLM_TOFU_DIR) / "full.jsonl").exists(), reason="TOFU data (DELLM_TOFU_DIR) is not present"

@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+from chat.embeddings import OpenAIEmbedder, get_embedder
+from dellm_site.errors import UpstreamFailed
+from tests.fake_openai import _embeddings
+
+
+def test_wordllama_loads_from_the_wheel_and_embeds_unit_vectors():
+    embedder = get_embedder()
+    vectors = np.array(embedder.embed(["I live in Paris", "Where do I live?", "My cat is called Miso"]))
+    assert vectors.shape == (3, 256)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    similarity = vectors @ vectors.T
+    assert similarity[0, 1] > similarity[0, 2]
+
+
+def test_wordllama_is_deterministic():
+    embedder = get_embedder()
+    assert embedder.embed(["same text"]) == embedder.embed(["same text"])
+
+
+def test_wordllama_gives_no_vector_for_empty_text():
+    assert get_embedder().embed(["", "words"])[0] is None
+
+
+def test_openai_embedder_returns_vectors_in_input_order(openai_server):
+    vectors = OpenAIEmbedder(model="text-embedding-3-small", dim=8).embed(["a", "bbb"])
+    assert vectors == [item["embedding"] for item in _embeddings(["a", "bbb"], 8)["data"][::-1]]
+    body = openai_server.requests[0]["body"]
+    assert (openai_server.requests[0]["path"], body["model"], body["input"]) == (
+        "/v1/embeddings",
+        "text-embedding-3-small",
+        ["a", "bbb"],
+    )
+
+
+def test_openai_embedder_refuses_a_dimension_the_database_cannot_store(openai_server):
+    with pytest.raises(UpstreamFailed, match="returned 8-d vectors; the database stores 1536-d"):
+        OpenAIEmbedder(model="text-embedding-3-small", dim=1536).embed(["a"])
+
+
+def test_openai_embedder_marks_rate_limits_transient(openai_server):
+    openai_server.script = [("status", 429)]
+    with pytest.raises(UpstreamFailed) as error:
+        OpenAIEmbedder(model="text-embedding-3-small", dim=8).embed(["a"])
+    assert error.value.transient
