@@ -5,8 +5,11 @@ through the services, which keep the provenance graph consistent.
 """
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from chat.models import Message
@@ -39,20 +42,20 @@ class MessageAdmin(ReadOnlyModelAdmin):
     ]
     readonly_fields = [name for row in fields for name in (row if not isinstance(row, str) else [row])]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         # Vectors are never shown; do not fetch them for every row.
         return super().get_queryset(request).defer("embedding", "search")
 
     @admin.display(description="text")
-    def text(self, message):
+    def text(self, message: Message) -> str:
         return shown_content(message, chars=PREVIEW_CHARS)
 
     @admin.display(description="content")
-    def content_or_tombstone(self, message):
+    def content_or_tombstone(self, message: Message) -> str:
         return shown_content(message)
 
     @admin.display(description="deleted by")
-    def deleted_by(self, message):
+    def deleted_by(self, message: Message) -> SafeString | None:
         # A plain id (chat never imports provenance); the link goes by URL name.
         if message.deleted_by_id is None:
             return None
@@ -60,6 +63,6 @@ class MessageAdmin(ReadOnlyModelAdmin):
         return format_html('<a href="{}">Deletion {}</a>', url, message.deleted_by_id)
 
     @admin.display(description="provenance graph")
-    def graph(self, message):
+    def graph(self, message: Message) -> SafeString:
         url = reverse("admin:provenance_deletionrequest_graph", args=[message.owner_id])
         return format_html('<a href="{}">graph of this user</a>', url)

@@ -9,10 +9,15 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from dellm_site.errors import UpstreamFailed
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 SYSTEM_PROMPT = (
     "You are DeLLM, a helpful assistant with a long-term memory of past conversations with this user. "
@@ -96,7 +101,7 @@ class OfflineResponder:
         yield from re.findall(r"\S+\s*", text)
 
 
-def openai_client():
+def openai_client() -> "openai.OpenAI":
     import openai
 
     return openai.OpenAI(
@@ -124,11 +129,11 @@ def upstream_error(exc: Exception) -> UpstreamFailed:
 
 
 class OpenAIResponder:
-    def __init__(self):
+    def __init__(self) -> None:
         self._client = openai_client()
         self.name = settings.DELLM_CHAT_MODEL
 
-    def _messages(self, context: list[ContextItem], user_message: str) -> list[dict]:
+    def _messages(self, context: list[ContextItem], user_message: str) -> list["ChatCompletionMessageParam"]:
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": build_prompt(context, user_message)},

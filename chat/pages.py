@@ -1,5 +1,7 @@
 """The browser app's pages. Each is a template that loads its ES module; data comes from the JSON API."""
 
+from typing import Any
+
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.views.generic import TemplateView
 
@@ -11,7 +13,7 @@ class AppPage(LoginRequiredMixin, TemplateView):
 
     nav = ""
 
-    def get_context_data(self, **kwargs):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return super().get_context_data(nav=self.nav, responder=get_responder().name, **kwargs)
 
 

@@ -1,7 +1,9 @@
 """Reads over the message store: context retrieval and history."""
 
+from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
@@ -86,7 +88,7 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
     return items
 
 
-def vector_literal(vector) -> str:
+def vector_literal(vector: Iterable[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
@@ -96,11 +98,11 @@ def vector_literal(vector) -> str:
 MESSAGE_STATUS_FILTERS = ("active", "deleted", "purged", "expiring", "all")
 
 
-def thread_list(*, owner) -> QuerySet[Thread]:
+def thread_list(*, owner: User) -> QuerySet[Thread]:
     return Thread.objects.filter(owner=owner).order_by("-updated_at", "-id")
 
 
-def thread_get(*, owner, thread_id: int) -> Thread:
+def thread_get(*, owner: User, thread_id: int) -> Thread:
     thread = Thread.objects.filter(owner=owner, pk=thread_id).first()
     if thread is None:
         raise NotFound(f"No thread with id {thread_id}.")
@@ -112,7 +114,9 @@ def thread_messages(*, thread: Thread) -> list[Message]:
     return with_edges(list(Message.objects.filter(thread=thread, status__in=LIVE_STATUSES).order_by("seq")))
 
 
-def message_list(*, owner, thread_id: int | None = None, status: str = "active", q: str = "") -> QuerySet[Message]:
+def message_list(
+    *, owner: User, thread_id: int | None = None, status: str = "active", q: str = ""
+) -> QuerySet[Message]:
     """The owner's messages by status (`active` means live: active or expiring), thread and full-text query.
 
     Call `with_edges` on the page that is shown.
@@ -133,14 +137,14 @@ def message_list(*, owner, thread_id: int | None = None, status: str = "active",
     return messages
 
 
-def message_get(*, owner, message_id: int) -> Message:
+def message_get(*, owner: User, message_id: int) -> Message:
     message = Message.objects.filter(owner=owner, pk=message_id).first()
     if message is None:
         raise NotFound(f"No message with id {message_id}.")
     return with_edges([message])[0]
 
 
-def message_ids_by_seq(*, owner, seqs: list[int]) -> list[int]:
+def message_ids_by_seq(*, owner: User, seqs: list[int]) -> list[int]:
     """Map the owner's sequence numbers (what the user sees as "#12") to message ids."""
     found = dict(Message.objects.filter(owner=owner, seq__in=seqs).values_list("seq", "pk"))
     missing = sorted(set(seqs) - set(found))
@@ -172,7 +176,7 @@ def with_edges(messages: list[Message]) -> list[Message]:
     return messages
 
 
-def turn_get(*, owner, turn_id: int) -> Turn:
+def turn_get(*, owner: User, turn_id: int) -> Turn:
     turn = Turn.objects.select_related("reply").filter(owner=owner, pk=turn_id).first()
     if turn is None:
         raise NotFound(f"No turn with id {turn_id}.")

@@ -3,15 +3,15 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.models import Message, Thread, Turn
+from chat.models import ContextEdge, Message, Thread, Turn
 from chat.selectors import MESSAGE_STATUS_FILTERS
 
 
-def _neighbours(message: Message, edges, other: str) -> list[int]:
+def _neighbours(message: Message, edges: list[ContextEdge], other: str) -> list[int]:
     # A live message lists only live neighbours, so nothing removed shows up
     # in the visible history; a removed one (asked for by status) lists all.
     live = message.is_live
-    return [getattr(edge, other) for edge in edges if not live or edge.other_status in Message.LIVE]
+    return [getattr(edge, other) for edge in edges if not live or edge.other_status in Message.LIVE]  # type: ignore[attr-defined]
 
 
 class MessageSerializer(serializers.ModelSerializer):

@@ -4,6 +4,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 TITLE_MAX = 200
 
 
-def thread_create(*, owner, title: str = "") -> Thread:
+def thread_create(*, owner: User, title: str = "") -> Thread:
     title = (title or "").strip()
     if len(title) > TITLE_MAX:
         raise ValidationFailed(f"A title has at most {TITLE_MAX} characters.", fields={"title": "too long"})
@@ -37,7 +38,7 @@ def thread_rename(*, thread: Thread, title: str) -> Thread:
     return thread
 
 
-def validate_content(content) -> str:
+def validate_content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
         raise ValidationFailed("A message needs some text.", fields={"content": "empty"})
     if len(content) > settings.DELLM_MAX_MESSAGE_CHARS:
@@ -53,7 +54,7 @@ def _next_seq(owner_id: int) -> int:
     return (current or 0) + 1
 
 
-def message_create(*, thread: Thread, role: str, content: str, embedding=None) -> Message:
+def message_create(*, thread: Thread, role: str, content: str, embedding: list[float] | None = None) -> Message:
     """Store one message with the owner's next sequence number.
 
     Side effects: takes the owner's lock for the sequence number; touches the
@@ -117,7 +118,7 @@ class _ContextChanged(Exception):
     pass
 
 
-def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding) -> Message:
+def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding: list[float] | None) -> Message:
     """Commit a reply and its edges only if the whole context is still live.
 
     Runs under the owner's lock, the same one deletion execution takes, so a

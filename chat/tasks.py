@@ -6,7 +6,7 @@ enqueue them (`from chat.tasks import turn_run_task`) without an import cycle.
 
 import logging
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 
 from chat.streams import turn_publish
@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def turn_run_task(self, *, turn_id: int) -> None:
+def turn_run_task(self: Task, *, turn_id: int) -> None:
     """Generate a turn's reply; transient upstream faults retry with backoff.
 
     acks_late + reject_on_worker_lost: a worker killed mid-turn hands the turn

@@ -1,18 +1,23 @@
 """HTTP API for threads, chat turns and messages. Each view: validate -> one service or selector -> serialize."""
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chat import selectors, services
+from chat.models import Message
 from chat.serializers import (
     ChatAcceptedSerializer,
     ChatInputSerializer,
@@ -26,6 +31,7 @@ from chat.serializers import (
 )
 from chat.streams import turn_event_stream
 from dellm_site.api import Pagination, errors
+from dellm_site.types import AuthenticatedRequest
 from provenance import services as deletions
 from provenance.requests import parse_deletion_request, resolve_deletion_request
 from provenance.serializers import ChatDeletionSerializer
@@ -35,7 +41,7 @@ from provenance.serializers import ChatDeletionSerializer
 CHAT_DELETION_MODE = "soft"
 
 
-def _valid(serializer_class, data) -> dict:
+def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
@@ -43,7 +49,7 @@ def _valid(serializer_class, data) -> dict:
 
 class ThreadListView(APIView):
     @extend_schema(responses={200: ThreadSerializer(many=True), **errors()}, summary="The caller's threads")
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         return Response(ThreadSerializer(selectors.thread_list(owner=request.user), many=True).data)
 
     @extend_schema(
@@ -51,7 +57,7 @@ class ThreadListView(APIView):
         responses={201: ThreadSerializer, **errors(400, 415)},
         summary="Start a thread",
     )
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(ThreadInputSerializer, request.data)
         thread = services.thread_create(owner=request.user, title=data.get("title", ""))
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
@@ -59,7 +65,7 @@ class ThreadListView(APIView):
 
 class ThreadDetailView(APIView):
     @extend_schema(responses={200: ThreadDetailSerializer, **errors(404)}, summary="A thread and its messages")
-    def get(self, request, thread_id: int):
+    def get(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
         thread.live_messages = selectors.thread_messages(thread=thread)
         return Response(ThreadDetailSerializer(thread).data)
@@ -69,7 +75,7 @@ class ThreadDetailView(APIView):
         responses={200: ThreadSerializer, **errors(400, 404, 415)},
         summary="Rename a thread",
     )
-    def patch(self, request, thread_id: int):
+    def patch(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         data = _valid(ThreadRenameSerializer, request.data)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
         thread = services.thread_rename(thread=thread, title=data["title"])
@@ -92,7 +98,7 @@ class ChatView(APIView):
         },
         summary="Send a message (or a deletion request) in a thread",
     )
-    def post(self, request, thread_id: int):
+    def post(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         content = _valid(ChatInputSerializer, request.data)["content"]
         services.validate_content(content)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
@@ -113,7 +119,7 @@ class ChatView(APIView):
 
 class TurnDetailView(APIView):
     @extend_schema(responses={200: TurnSerializer, **errors(404)}, summary="A turn's status and reply")
-    def get(self, request, turn_id: int):
+    def get(self, request: AuthenticatedRequest, turn_id: int) -> Response:
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn_id)).data)
 
 
@@ -123,7 +129,9 @@ class EventStreamRenderer(BaseRenderer):
     media_type = "text/event-stream"
     format = "event-stream"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
+    ) -> bytes:
         return json.dumps(data).encode()
 
 
@@ -141,11 +149,11 @@ class TurnEventsView(APIView):
         },
         summary="A turn's progress as Server-Sent Events",
     )
-    def get(self, request, turn_id: int):
+    def get(self, request: AuthenticatedRequest, turn_id: int) -> StreamingHttpResponse:
         owner = request.user
         selectors.turn_get(owner=owner, turn_id=turn_id)
 
-        def load():
+        def load() -> tuple[str, dict[str, Any]]:
             turn = selectors.turn_get(owner=owner, turn_id=turn_id)
             return turn.status, TurnSerializer(turn).data
 
@@ -161,7 +169,7 @@ class TurnEventsView(APIView):
 
 class TurnRetryView(APIView):
     @extend_schema(request=None, responses={200: TurnSerializer, **errors(404, 409)}, summary="Re-run a failed turn")
-    def post(self, request, turn_id: int):
+    def post(self, request: AuthenticatedRequest, turn_id: int) -> Response:
         turn = services.turn_retry(turn=selectors.turn_get(owner=request.user, turn_id=turn_id))
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
 
@@ -169,26 +177,29 @@ class TurnRetryView(APIView):
 class MessageListView(generics.ListAPIView):
     serializer_class = MessageSerializer
     pagination_class = Pagination
+    request: AuthenticatedRequest
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Message]:
         query = _valid(MessageQuerySerializer, self.request.query_params)
         return selectors.message_list(
             owner=self.request.user, thread_id=query.get("thread"), status=query["status"], q=query["q"]
         )
 
-    def paginate_queryset(self, queryset):
-        return selectors.with_edges(super().paginate_queryset(queryset))
+    def paginate_queryset(self, queryset: QuerySet[Message]) -> list[Message]:  # type: ignore[override]
+        page = super().paginate_queryset(queryset)
+        assert page is not None  # pagination_class is set
+        return selectors.with_edges(page)
 
     @extend_schema(
         parameters=[MessageQuerySerializer],
         responses={200: MessageSerializer(many=True), **errors(400, 404)},
         summary="The caller's messages",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         return super().get(request)
 
 
 class MessageDetailView(APIView):
     @extend_schema(responses={200: MessageSerializer, **errors(404)}, summary="One message")
-    def get(self, request, message_id: int):
+    def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
         return Response(MessageSerializer(selectors.message_get(owner=request.user, message_id=message_id)).data)

@@ -5,17 +5,19 @@ Every 4xx/5xx answer under /api/ has the body of API.md:
 """
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import set_rollback
+from rest_framework.views import APIView, set_rollback
 
 from dellm_site.errors import DomainError, ValidationFailed
 
@@ -39,12 +41,12 @@ def error_body(code: str, message: str, fields: dict | None = None) -> dict:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
-def _sentence(text) -> str:
+def _sentence(text: object) -> str:
     text = str(text).strip()
     return text if text.endswith((".", "?", "!")) else f"{text}."
 
 
-def _flatten(detail, prefix: str = "") -> dict[str, str]:
+def _flatten(detail: object, prefix: str = "") -> dict[str, str]:
     """DRF's nested validation detail as {"select.ids": "message"}."""
     if isinstance(detail, dict):
         flat: dict[str, str] = {}
@@ -55,7 +57,7 @@ def _flatten(detail, prefix: str = "") -> dict[str, str]:
     return {prefix.rstrip(".") or "non_field_errors": _joined(detail)}
 
 
-def _joined(value) -> str:
+def _joined(value: object) -> str:
     if isinstance(value, list):
         return " ".join(_joined(item) for item in value)
     if isinstance(value, dict):
@@ -70,7 +72,7 @@ def _validation_response(exc: exceptions.ValidationError) -> Response:
     return Response(error_body("validation_error", message, fields), status=400)
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's exception hook: every error, expected or not, in the format of API.md."""
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -84,9 +86,9 @@ def exception_handler(exc, context):
     if isinstance(exc, exceptions.APIException):
         headers = {}
         if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
+            headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
         if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
         code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), exc.default_code)
         detail = exc.detail if isinstance(exc.detail, str) else _joined(exc.detail)
         return Response(error_body(code, _sentence(detail)), status=exc.status_code, headers=headers)
@@ -95,13 +97,13 @@ def exception_handler(exc, context):
     return Response(error_body("server_error", "Something went wrong on our side; please try again."), status=500)
 
 
-def handler404(request, exception):
+def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("not_found", "There is nothing at this address."), status=404)
     return defaults.page_not_found(request, exception)
 
 
-def handler500(request):
+def handler500(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
         message = "Something went wrong on our side; please try again."
         return JsonResponse(error_body("server_error", message), status=500)
@@ -145,7 +147,7 @@ class Pagination(PageNumberPagination):
 
     page_size_query_param = "page_size"
 
-    def get_page_size(self, request):
+    def get_page_size(self, request: Request) -> int:
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return settings.DELLM_PAGE_SIZE
@@ -156,7 +158,7 @@ class Pagination(PageNumberPagination):
             )
         return int(raw)
 
-    def get_schema_operation_parameters(self, view):
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             if parameter["name"] == self.page_size_query_param:
@@ -184,5 +186,5 @@ class TokenView(ObtainAuthToken):
         auth=[],
         operation_id="auth_token_create",
     )
-    def post(self, request, *args, **kwargs):
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().post(request, *args, **kwargs)

@@ -1,5 +1,7 @@
 """The one domain error type. Views map it to the JSON error format of API.md."""
 
+from typing import Any
+
 
 class DomainError(Exception):
     """A request the domain refuses; nothing was changed when it is raised."""
@@ -38,6 +40,6 @@ class UpstreamFailed(DomainError):
     code = "upstream_error"
     status = 502
 
-    def __init__(self, message: str, *, transient: bool = False, **kwargs):
+    def __init__(self, message: str, *, transient: bool = False, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.transient = transient

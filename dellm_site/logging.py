@@ -24,7 +24,7 @@ _WORD = re.compile(r"[\w.:/@-]{0,64}", re.ASCII)
 _QUERY_STRING = re.compile(r"\?\S*")
 
 
-def _is_id_like(value) -> bool:
+def _is_id_like(value: object) -> bool:
     if value is None or isinstance(value, (bool, int, float)):
         return True
     if isinstance(value, str):
@@ -61,7 +61,7 @@ class WithholdText(logging.Filter):
         own = record.name.split(".")[0] in APP_LOGGERS
         is_request_line = record.name in ("django.server", "django.request")
 
-        def scrub(value):
+        def scrub(value: object) -> object:
             if isinstance(value, str) and any(text in value for text in quoted):
                 return WITHHELD
             if own and not _is_id_like(value):

@@ -15,7 +15,9 @@ import base64
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 
+from django.http import HttpRequest, HttpResponse
 from django.templatetags.static import static
 from django.utils.safestring import SafeString, mark_safe
 
@@ -58,16 +60,16 @@ def policy() -> str:
     )
 
 
-def import_map_context(request) -> dict:
+def import_map_context(request: HttpRequest) -> dict[str, str]:
     """Template context processor: `{{ import_map }}` for base templates."""
     return {"import_map": import_map()}
 
 
 class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if response.get("Content-Type", "").startswith("text/html"):
             response.headers.setdefault("Content-Security-Policy", policy())

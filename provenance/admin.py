@@ -6,15 +6,19 @@ selection. The staff pages (integrity, graph, data-subject requests) live in
 """
 
 import csv
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import F
-from django.http import HttpResponse
-from django.urls import path, reverse
+from django.db.models import F, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from dellm_site.admin import ReadOnlyModelAdmin
+from dellm_site.types import User
 from provenance import admin_views
 from provenance.models import DeletionRequest
 
@@ -25,10 +29,10 @@ class OnBehalfFilter(admin.SimpleListFilter):
     title = "asked by"
     parameter_name = "on_behalf"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "admin.ModelAdmin[DeletionRequest]") -> list[tuple[str, str]]:
         return [("yes", "staff, on the owner's behalf"), ("no", "the owner")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DeletionRequest]) -> QuerySet[DeletionRequest]:
         if self.value() == "yes":
             return queryset.exclude(actor=F("owner"))
         if self.value() == "no":
@@ -40,10 +44,10 @@ class ReceiptFilter(admin.SimpleListFilter):
     title = "verification"
     parameter_name = "verification"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: "admin.ModelAdmin[DeletionRequest]") -> list[tuple[str, str]]:
         return [("passed", "passed"), ("failed", "failed"), ("none", "not verified")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DeletionRequest]) -> QuerySet[DeletionRequest]:
         if self.value() == "passed":
             return queryset.filter(receipt__passed=True)
         if self.value() == "failed":
@@ -61,11 +65,11 @@ def verification_text(deletion: DeletionRequest) -> str:
     return "FAILED: " + ", ".join(deletion.receipt["failed"])
 
 
-def _user(user) -> str:
+def _user(user: User | None) -> str:
     return "" if user is None else f"{user.get_username()} (#{user.pk})"
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     # A spreadsheet runs a cell that starts with one of these as a formula.
     text = "" if value is None else str(value)
     return f"'{text}" if text[:1] in ("=", "+", "-", "@") else text
@@ -145,32 +149,32 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
     readonly_fields = [name for row in fields for name in (row if not isinstance(row, str) else [row])]
 
     @admin.display(boolean=True, description="on behalf")
-    def on_behalf(self, deletion):
+    def on_behalf(self, deletion: DeletionRequest) -> bool:
         return deletion.on_behalf
 
     @admin.display(description="matched")
-    def matched(self, deletion):
+    def matched(self, deletion: DeletionRequest) -> int:
         return deletion.matched_count
 
     @admin.display(description="dependents")
-    def dependents(self, deletion):
+    def dependents(self, deletion: DeletionRequest) -> int:
         return deletion.dependent_count
 
     @admin.display(description="deleted")
-    def deleted(self, deletion):
+    def deleted(self, deletion: DeletionRequest) -> int:
         return len(deletion.deleted_ids)
 
     @admin.display(description="verification")
-    def verification(self, deletion):
+    def verification(self, deletion: DeletionRequest) -> str:
         return verification_text(deletion)
 
     @admin.display(description="owner's graph")
-    def graph(self, deletion):
+    def graph(self, deletion: DeletionRequest) -> SafeString:
         url = reverse("admin:provenance_deletionrequest_graph", args=[deletion.owner_id])
         return format_html('<a href="{}">graph</a>', url)
 
     @admin.display(description="receipt")
-    def receipt_checks(self, deletion):
+    def receipt_checks(self, deletion: DeletionRequest) -> str:
         if deletion.receipt is None:
             return "Not verified (only executed deletions are)."
         rows = format_html_join(
@@ -184,14 +188,14 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
         return format_html("<p>{}</p><table>{}</table>", verification_text(deletion), rows)
 
     @admin.display(description="data-subject request")
-    def review(self, deletion):
+    def review(self, deletion: DeletionRequest) -> str:
         if deletion.status != Status.PREVIEWED:
             return "—"
         url = reverse("admin:provenance_deletionrequest_review", args=[deletion.pk])
         return format_html('<a href="{}">Review and confirm</a>', url)
 
     @admin.action(description="Export selected deletions as CSV", permissions=["view"])
-    def export_csv(self, request, queryset):
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[DeletionRequest]) -> HttpResponse:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
         response["Content-Disposition"] = f'attachment; filename="deletion-audit-{stamp}.csv"'
@@ -201,7 +205,7 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
             writer.writerow([_cell(column(deletion)) for column in CSV_COLUMNS.values()])
         return response
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if request.method == "GET":
             failed = DeletionRequest.objects.filter(status=Status.VERIFICATION_FAILED).order_by("-id")
             count = failed.count()
@@ -214,9 +218,9 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
                 )
         return super().changelist_view(request, extra_context)
 
-    def get_urls(self):
-        def wrap(view):
-            def page(request, *args, **kwargs):
+    def get_urls(self) -> list[URLPattern]:
+        def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            def page(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 return view(request, self, *args, **kwargs)
 
             return self.admin_site.admin_view(page)

@@ -9,13 +9,16 @@ messages, the same data as the message admin.
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 from django import forms
 from django.contrib import messages
+from django.contrib.admin import ModelAdmin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
@@ -24,6 +27,7 @@ from chat.models import Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from dellm_site.api import error_body
 from dellm_site.errors import DomainError
+from dellm_site.types import StaffRequest, User
 from provenance import selectors, services
 from provenance.models import DeletionRequest
 from provenance.serializers import GraphQuerySerializer, GraphSerializer
@@ -33,12 +37,14 @@ VIEW_MESSAGES = "chat.view_message"
 RUN_SUBJECT_DELETION = "provenance.run_subject_deletion"
 
 
-def _require(request, permission: str) -> None:
+def _require(request: StaffRequest, permission: str) -> None:
     if not request.user.has_perm(permission):
         raise PermissionDenied
 
 
-def _page(request, model_admin, template: str, title: str, **context) -> TemplateResponse:
+def _page(
+    request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", template: str, title: str, **context: Any
+) -> TemplateResponse:
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.model._meta,
@@ -51,7 +57,7 @@ def _page(request, model_admin, template: str, title: str, **context) -> Templat
 # --- Integrity: invariant I1 per user -----------------------------------------
 
 
-def integrity_view(request, model_admin):
+def integrity_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]") -> HttpResponse:
     """Every user's live, deleted and purged counts, and every I1 violation (there should be none).
 
     `taint_violations()` without an owner runs the per-user check for all
@@ -98,24 +104,26 @@ def integrity_view(request, model_admin):
 # --- A user's provenance graph ------------------------------------------------
 
 
-def _subject(user_id: int):
+def _subject(user_id: int) -> User:
     return get_object_or_404(get_user_model(), pk=user_id)
 
 
-def graph_view(request, model_admin, user_id: int):
+def graph_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int) -> HttpResponse:
     """The browser's graph explorer, read-only, over the staff JSON endpoints below."""
     _require(request, VIEW_MESSAGES)
     return _page(request, model_admin, "graph.html", "Provenance graph", subject=_subject(user_id))
 
 
-def _json(produce) -> JsonResponse:
+def _json(produce: Callable[[], Any]) -> JsonResponse:
     try:
         return JsonResponse(produce(), safe=False)
     except DomainError as error:
         return JsonResponse(error_body(error.code, error.message, error.fields), status=error.status)
 
 
-def graph_elements_view(request, model_admin, user_id: int):
+def graph_elements_view(
+    request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int
+) -> HttpResponse:
     """The user's graph as Cytoscape.js elements: the shape of /api/graph/."""
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
@@ -124,7 +132,7 @@ def graph_elements_view(request, model_admin, user_id: int):
         fields = {name: " ".join(problems) for name, problems in query.errors.items()}
         return JsonResponse(error_body("validation_error", "Invalid graph query.", fields), status=400)
 
-    def elements():
+    def elements() -> Any:
         nodes = selectors.graph_nodes(
             owner=owner,
             thread_id=query.validated_data.get("thread"),
@@ -135,7 +143,9 @@ def graph_elements_view(request, model_admin, user_id: int):
     return _json(elements)
 
 
-def graph_message_view(request, model_admin, user_id: int, message_id: int):
+def graph_message_view(
+    request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int, message_id: int
+) -> HttpResponse:
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
     return _json(
@@ -143,7 +153,7 @@ def graph_message_view(request, model_admin, user_id: int, message_id: int):
     )
 
 
-def graph_threads_view(request, model_admin, user_id: int):
+def graph_threads_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int) -> HttpResponse:
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
     return _json(lambda: ThreadSerializer(chat_selectors.thread_list(owner=owner), many=True).data)
@@ -169,8 +179,9 @@ class SubjectDeletionForm(forms.Form):
     expire_at = forms.DateTimeField(required=False, help_text="Mode expire only.")
     depth = forms.IntegerField(required=False, min_value=0, help_text="Taint level limit; empty for the full Dep(M).")
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data
         kind, value = data.get("selector"), data.get("value")
         if kind == "ids" and value is not None:
             tokens = [token for token in re.split(r"[\s,]+", value) if token]
@@ -185,7 +196,7 @@ class SubjectDeletionForm(forms.Form):
         return data
 
 
-def subject_request_view(request, model_admin):
+def subject_request_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]") -> HttpResponse:
     """Preview a deletion of a user's messages, asked by staff (`actor`) for that user (`owner`)."""
     _require(request, RUN_SUBJECT_DELETION)
     form = SubjectDeletionForm(request.POST or None, initial={"owner": request.GET.get("owner")})
@@ -217,7 +228,9 @@ def _members(deletion: DeletionRequest) -> list[dict]:
     ]
 
 
-def subject_review_view(request, model_admin, deletion_id: int):
+def subject_review_view(
+    request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", deletion_id: int
+) -> HttpResponse:
     """Show a preview; POST `action=confirm` executes it as this staff member, `action=cancel` drops it."""
     _require(request, RUN_SUBJECT_DELETION)
     deletion = get_object_or_404(DeletionRequest.objects.select_related("owner", "actor"), pk=deletion_id)

@@ -14,9 +14,11 @@ user confirms the preview.
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from chat.selectors import message_ids_by_seq
 from dellm_site.errors import ValidationFailed
+from dellm_site.types import User
 
 # Deletion requests are one short sentence; a longer text is an ordinary message
 # (and the patterns below never run on unbounded input).
@@ -198,7 +200,7 @@ def _selection(kind: str, topic: str) -> DeletionSelection | None:
     return DeletionSelection(kind=kind, text=topic)
 
 
-def resolve_deletion_request(*, owner, text: str) -> dict:
+def resolve_deletion_request(*, owner: User, text: str) -> dict[str, Any]:
     """`deletion_preview` keyword arguments for a natural-language request.
 
     Raises ValidationFailed when the text is no deletion request, NotFound

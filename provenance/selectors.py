@@ -10,6 +10,7 @@ from django.db.models.functions import Substr
 
 from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread
 from dellm_site.errors import NotFound
+from dellm_site.types import User
 from provenance.models import DeletionRequest
 
 _MESSAGES = Message._meta.db_table
@@ -136,11 +137,11 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
 # --- Reads for the HTTP API, all filtered by owner. ----------------------------
 
 
-def deletion_list(*, owner) -> QuerySet[DeletionRequest]:
+def deletion_list(*, owner: User) -> QuerySet[DeletionRequest]:
     return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id")
 
 
-def deletion_get(*, owner, deletion_id: int) -> DeletionRequest:
+def deletion_get(*, owner: User, deletion_id: int) -> DeletionRequest:
     deletion = DeletionRequest.objects.filter(owner=owner, pk=deletion_id).first()
     if deletion is None:
         raise NotFound(f"No deletion with id {deletion_id}.")
@@ -156,7 +157,7 @@ class Dependent:
     path: list[int]
 
 
-def message_dependents(*, owner, message_id: int, depth: int | None = None) -> list[Dependent]:
+def message_dependents(*, owner: User, message_id: int, depth: int | None = None) -> list[Dependent]:
     """Dep(m) minus m, in sequence order, each with one shortest path from m."""
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
@@ -169,7 +170,7 @@ def message_dependents(*, owner, message_id: int, depth: int | None = None) -> l
 LABEL_CHARS = 40
 
 
-def graph_nodes(*, owner, thread_id: int | None = None, include_deleted: bool = False) -> QuerySet[Message]:
+def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: bool = False) -> QuerySet[Message]:
     """The owner's messages as graph nodes, with a short `snippet` instead of the whole text."""
     nodes = Message.objects.filter(owner=owner)
     if thread_id is not None:
@@ -185,7 +186,7 @@ def graph_nodes(*, owner, thread_id: int | None = None, include_deleted: bool = 
     )
 
 
-def graph_edges(*, owner, nodes: QuerySet[Message]) -> QuerySet[ContextEdge]:
+def graph_edges(*, owner: User, nodes: QuerySet[Message]) -> QuerySet[ContextEdge]:
     """Edges with both ends among `nodes` (two queries, whatever their number)."""
     # The ids are read first: given as a subquery on both ends, PostgreSQL may
     # plan a nested loop that takes seconds on a few thousand messages.

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from chat.models import Message
+from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
 from provenance.selectors import LABEL_CHARS
@@ -177,7 +177,7 @@ class EdgeDataSerializer(serializers.Serializer):
     score = serializers.FloatField()
     rank = serializers.IntegerField()
 
-    def get_id(self, edge) -> str:
+    def get_id(self, edge: ContextEdge) -> str:
         return f"e{edge.source_id}-{edge.target_id}"
 
 

@@ -19,6 +19,7 @@ from chat.embeddings import embed_one
 from chat.models import LIVE_STATUSES, Message
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
+from dellm_site.types import User
 from provenance.models import DeletionRequest
 from provenance.selectors import dep_ids, explanation_paths
 from provenance.tasks import deletion_fire_task, vacuum_messages_task
@@ -31,7 +32,7 @@ Status = DeletionRequest.Status
 MAX_SELECT_IDS = 10_000
 
 
-def _validate_mode(mode) -> str:
+def _validate_mode(mode: str) -> str:
     if mode not in Mode.values:
         raise ValidationFailed(
             f"Unknown deletion mode {mode!r}; use soft, purge or expire.", fields={"mode": "unknown"}
@@ -39,7 +40,7 @@ def _validate_mode(mode) -> str:
     return mode
 
 
-def _validate_depth(depth) -> int | None:
+def _validate_depth(depth: int | None) -> int | None:
     if depth is None:
         return None
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
@@ -47,7 +48,7 @@ def _validate_depth(depth) -> int | None:
     return depth
 
 
-def _validate_expire_at(mode: str, expire_at) -> datetime | None:
+def _validate_expire_at(mode: str, expire_at: datetime | None) -> datetime | None:
     if mode != Mode.EXPIRE:
         if expire_at is not None:
             raise ValidationFailed("expire_at is only for mode 'expire'.", fields={"expire_at": "unexpected"})
@@ -61,7 +62,7 @@ def _validate_expire_at(mode: str, expire_at) -> datetime | None:
     return expire_at
 
 
-def _validate_threshold(threshold) -> float:
+def _validate_threshold(threshold: float | None) -> float:
     if threshold is None:
         return settings.DELLM_SEMANTIC_THRESHOLD
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
@@ -71,7 +72,7 @@ def _validate_threshold(threshold) -> float:
     return float(threshold)
 
 
-def _select_ids(*, owner, ids) -> list[int]:
+def _select_ids(*, owner: User, ids: list[int] | None) -> list[int]:
     if not isinstance(ids, (list, tuple)) or not ids:
         raise ValidationFailed("ids must be a non-empty list of message ids.", fields={"ids": "invalid"})
     if len(ids) > MAX_SELECT_IDS:
@@ -95,7 +96,7 @@ def _selectable(mode: str) -> list[str]:
     return statuses
 
 
-def _select_exact(*, owner, phrase, mode: str) -> list[int]:
+def _select_exact(*, owner: User, phrase: str | None, mode: str) -> list[int]:
     if not isinstance(phrase, str) or not phrase.strip():
         raise ValidationFailed("The phrase to delete is empty.", fields={"exact": "empty"})
     if len(phrase) > settings.DELLM_MAX_MESSAGE_CHARS:
@@ -104,7 +105,7 @@ def _select_exact(*, owner, phrase, mode: str) -> list[int]:
     return sorted(matches.values_list("pk", flat=True))
 
 
-def _select_semantic(*, owner, query, threshold: float, mode: str) -> list[int]:
+def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: str) -> list[int]:
     if not isinstance(query, str) or not query.strip():
         raise ValidationFailed("The text to match is empty.", fields={"semantic": "empty"})
     if len(query) > settings.DELLM_MAX_MESSAGE_CHARS:
@@ -120,8 +121,8 @@ def _select_semantic(*, owner, query, threshold: float, mode: str) -> list[int]:
 
 def deletion_preview(
     *,
-    owner,
-    actor,
+    owner: User,
+    actor: User,
     mode: str,
     ids: list[int] | None = None,
     exact: str | None = None,
@@ -232,7 +233,7 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
     return probe
 
 
-def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by) -> DeletionRequest:
+def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by: User) -> DeletionRequest:
     """Execute a previewed deletion (soft, purge) or schedule it (expire).
 
     In one transaction under the owner's lock: recompute Dep(M) (replies may

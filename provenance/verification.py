@@ -100,7 +100,7 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     root_set = set(roots)
     order = sorted(embedded.values_list("pk", flat=True), key=lambda pk: (pk not in root_set, pk))
     chosen = order[: settings.DELLM_FORGET_PROBES]
-    rows = dict(Message.objects.filter(pk__in=chosen).values_list("pk", "embedding"))
+    rows: dict[int, Any] = dict(Message.objects.filter(pk__in=chosen).values_list("pk", "embedding"))
     vectors = [vector_literal(rows[pk]) for pk in chosen]
     before = _live_neighbours(owner_id=owner_id, vectors=vectors, exclude=message_ids)
     return ForgetProbe(owner_id=owner_id, vectors=vectors, embedded=len(order), neighbours_before=frozenset(before))

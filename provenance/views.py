@@ -1,14 +1,17 @@
 """HTTP API for deletions, provenance and export. Each view: validate -> one service or selector -> serialize."""
 
+from typing import Any
+
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors as chat_selectors
 from dellm_site.api import errors
 from dellm_site.errors import ValidationFailed
+from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
 from provenance.requests import resolve_deletion_request
 from provenance.serializers import (
@@ -22,13 +25,13 @@ from provenance.serializers import (
 )
 
 
-def _valid(serializer_class, data) -> dict:
+def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
 
-def _selection(*, owner, select: dict) -> dict:
+def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
     """`deletion_preview` keyword arguments for the body's `select`."""
     if "request" not in select:
         return {key: select[key] for key in ("ids", "exact", "semantic", "threshold") if key in select}
@@ -44,7 +47,7 @@ def _selection(*, owner, select: dict) -> dict:
 
 class DeletionListView(APIView):
     @extend_schema(responses={200: DeletionSerializer(many=True), **errors()}, summary="The caller's deletion history")
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         return Response(DeletionSerializer(selectors.deletion_list(owner=request.user), many=True).data)
 
     @extend_schema(
@@ -55,7 +58,7 @@ class DeletionListView(APIView):
         },
         summary="Preview a deletion",
     )
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = _valid(DeletionInputSerializer, request.data)
         deletion = services.deletion_preview(
             owner=request.user,
@@ -70,7 +73,7 @@ class DeletionListView(APIView):
 
 class DeletionDetailView(APIView):
     @extend_schema(responses={200: DeletionSerializer, **errors(404)}, summary="One deletion")
-    def get(self, request, deletion_id: int):
+    def get(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         return Response(DeletionSerializer(selectors.deletion_get(owner=request.user, deletion_id=deletion_id)).data)
 
 
@@ -80,7 +83,7 @@ class DeletionConfirmView(APIView):
         responses={200: DeletionSerializer, **errors(404, 409)},
         summary="Confirm a previewed deletion (executes it, or schedules an expiry)",
     )
-    def post(self, request, deletion_id: int):
+    def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_confirm(
             deletion_id=deletion_id, owner_id=request.user.pk, confirmed_by=request.user
         )
@@ -93,7 +96,7 @@ class DeletionCancelView(APIView):
         responses={200: DeletionSerializer, **errors(404, 409)},
         summary="Cancel a preview or a scheduled expiry",
     )
-    def post(self, request, deletion_id: int):
+    def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_cancel(deletion_id=deletion_id, owner_id=request.user.pk)
         return Response(DeletionSerializer(deletion).data)
 
@@ -104,7 +107,7 @@ class DeletionUndoView(APIView):
         responses={200: DeletionSerializer, **errors(404, 409)},
         summary="Undo an executed soft deletion",
     )
-    def post(self, request, deletion_id: int):
+    def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_undo(deletion_id=deletion_id, owner_id=request.user.pk)
         return Response(DeletionSerializer(deletion).data)
 
@@ -115,7 +118,7 @@ class DependentsView(APIView):
         responses={200: DependentsSerializer, **errors(400, 404)},
         summary="Dep(m) minus m, with explanation paths",
     )
-    def get(self, request, message_id: int):
+    def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
         depth = _valid(DependentsQuerySerializer, request.query_params).get("depth")
         dependents = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
         body = {"root": message_id, "dependents": dependents, "count": len(dependents)}
@@ -128,7 +131,7 @@ class GraphView(APIView):
         responses={200: GraphSerializer, **errors(400, 404)},
         summary="The provenance graph as Cytoscape.js elements",
     )
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         query = _valid(GraphQuerySerializer, request.query_params)
         nodes = selectors.graph_nodes(
             owner=request.user, thread_id=query.get("thread"), include_deleted=query["include_deleted"]
@@ -139,7 +142,7 @@ class GraphView(APIView):
 
 class ExportView(APIView):
     @extend_schema(responses={200: ExportSerializer, **errors()}, summary="All of the caller's data, portable")
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         owner = request.user
         messages = chat_selectors.message_list(owner=owner)
         body = {

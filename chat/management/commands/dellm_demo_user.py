@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
@@ -5,7 +7,7 @@ from django.core.management.base import BaseCommand
 class Command(BaseCommand):
     help = "Create the demo user (demo / demo) if it does not exist."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
         if User.objects.filter(username="demo").exists():
             self.stdout.write("demo user already exists")

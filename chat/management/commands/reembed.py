@@ -1,5 +1,7 @@
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from chat.embeddings import get_embedder
 from chat.models import Message
@@ -8,11 +10,11 @@ from chat.models import Message
 class Command(BaseCommand):
     help = "Re-embed every message that still has content, with the configured embedder."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch", type=int, default=256)
         parser.add_argument("--only-stale", action="store_true", help="Skip messages already embedded by this model.")
 
-    def handle(self, *args, batch, only_stale, **options):
+    def handle(self, *args: Any, batch: int, only_stale: bool, **options: Any) -> None:
         embedder = get_embedder()
         queryset = Message.objects.exclude(status=Message.Status.PURGED).order_by("pk")
         if only_stale:

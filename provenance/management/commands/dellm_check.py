@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from provenance.selectors import cross_owner_edges, taint_violations
 
@@ -9,10 +11,10 @@ class Command(BaseCommand):
         "and that no provenance edge joins two owners' messages."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--owner", type=int, help="Check I1 for one owner (user id) only.")
 
-    def handle(self, *args, owner=None, **options):
+    def handle(self, *args: Any, owner: int | None = None, **options: Any) -> None:
         problems = []
         violations = taint_violations(owner_id=owner)
         for owner_id, message_id, parent_id in violations:
