@@ -29,10 +29,13 @@ def thread_create(*, owner: User, title: str = "") -> Thread:
     return Thread.objects.create(owner=owner, title=title)
 
 
-def thread_rename(*, thread: Thread, title: str) -> Thread:
+def thread_rename(*, thread_id: int, title: str) -> Thread:
     title = (title or "").strip()
     if len(title) > TITLE_MAX:
         raise ValidationFailed(f"A title has at most {TITLE_MAX} characters.", fields={"title": "too long"})
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None:
+        raise NotFound(f"No thread with id {thread_id}.")
     thread.title = title
     thread.save(update_fields=["title", "updated_at"])
     return thread
@@ -238,8 +241,11 @@ def turn_fail(*, turn_id: int, error: str) -> Turn | None:
     return Turn.objects.filter(pk=turn_id).first()
 
 
-def turn_retry(*, turn: Turn) -> Turn:
+def turn_retry(*, turn_id: int) -> Turn:
     """Put a failed turn back to pending, keeping the user's message."""
+    turn = Turn.objects.select_related("user_message").filter(pk=turn_id).first()
+    if turn is None:
+        raise NotFound(f"No turn with id {turn_id}.")
     if turn.status != Turn.Status.FAILED:
         raise Conflict("Only a failed turn can be retried.")
     if not turn.user_message.is_live:

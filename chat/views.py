@@ -78,7 +78,7 @@ class ThreadDetailView(APIView):
     def patch(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         data = _valid(ThreadRenameSerializer, request.data)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
-        thread = services.thread_rename(thread=thread, title=data["title"])
+        thread = services.thread_rename(thread_id=thread.pk, title=data["title"])
         return Response(ThreadSerializer(thread).data)
 
 
@@ -170,7 +170,7 @@ class TurnEventsView(APIView):
 class TurnRetryView(APIView):
     @extend_schema(request=None, responses={200: TurnSerializer, **errors(404, 409)}, summary="Re-run a failed turn")
     def post(self, request: AuthenticatedRequest, turn_id: int) -> Response:
-        turn = services.turn_retry(turn=selectors.turn_get(owner=request.user, turn_id=turn_id))
+        turn = services.turn_retry(turn_id=selectors.turn_get(owner=request.user, turn_id=turn_id).pk)
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
 
 
