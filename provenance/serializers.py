@@ -7,6 +7,10 @@ from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
 from provenance.selectors import LABEL_CHARS
 
+# The recursive CTE compares depth with a PostgreSQL integer: a larger value
+# overflowed into a 500. No history is that deep anyway.
+MAX_DEPTH = 2**31 - 1
+
 
 class TaintCheckSerializer(serializers.Serializer):
     passed = serializers.BooleanField()
@@ -119,7 +123,10 @@ class DeletionInputSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=DeletionRequest.Mode.choices)
     expire_at = serializers.DateTimeField(required=False, allow_null=True, help_text="ISO-8601; `expire` only.")
     depth = serializers.IntegerField(
-        required=False, allow_null=True, help_text="Taint level limit, >= 0; omit for the full Dep(M)."
+        required=False,
+        allow_null=True,
+        max_value=MAX_DEPTH,
+        help_text="Taint level limit, >= 0; omit for the full Dep(M).",
     )
 
 
@@ -138,7 +145,9 @@ class DependentsSerializer(serializers.Serializer):
 
 
 class DependentsQuerySerializer(serializers.Serializer):
-    depth = serializers.IntegerField(required=False, min_value=0, help_text="Taint level limit; default none.")
+    depth = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_DEPTH, help_text="Taint level limit; default none."
+    )
 
 
 class GraphQuerySerializer(serializers.Serializer):
