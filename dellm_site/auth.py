@@ -15,6 +15,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.models import AuthToken
 from rest_framework import exceptions
@@ -93,3 +94,18 @@ def lockout_response(
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+class TokenScheme(OpenApiAuthenticationExtension):
+    """The OpenAPI security scheme of `TokenAuthentication` (the name drf-spectacular gave DRF's token auth)."""
+
+    target_class = "dellm_site.auth.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": 'A token from POST /api/auth/token/, sent as "Token <token>" or "Bearer <token>".',
+        }

@@ -111,13 +111,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # django-axes first: it refuses a locked-out username before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-# Failed sign-ins (page, admin, token endpoint) per username before a lock-out.
-# By username, not address: guessing one account's password from many
-# addresses is the attack; the cost is that a locked user waits the cool-off
-# (or staff run `manage.py axes_reset_username <name>`).
+# Failed sign-ins (page, admin, token endpoint) before a lock-out, counted per
+# username and per client address separately: guessing one account's password
+# from many addresses is stopped by the first, trying many accounts from one
+# address by the second. The cost: a locked-out user (or address) waits the
+# cool-off, or staff run `manage.py axes_reset_username <name>` / `axes_reset_ip`.
 AXES_FAILURE_LIMIT = env_int("DELLM_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("DELLM_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "dellm_site.auth.lockout_response"
 # Addresses in the attempt log come from X-Forwarded-For only behind a proxy.
