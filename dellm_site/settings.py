@@ -299,7 +299,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Logs carry ids, never message text (I3); dellm_site/logging.py withholds
-# exception messages, query strings and non-id arguments of our own loggers.
+# exception messages (keeping class, SQLSTATE, object names), query strings and
+# non-id arguments of our own loggers. One handler, always filtered: Django's
+# default handlers (`console` when DEBUG, `django.server`'s unfiltered access
+# log, `mail_admins` with request bodies) are replaced by naming their loggers
+# here; uvicorn's loggers likewise (Django configures logging after uvicorn).
+_FILTERED = {"handlers": ["console"], "level": "INFO", "propagate": False}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -309,11 +314,18 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["withhold_text"]},
     },
     "root": {"handlers": ["console"], "level": env_str("DELLM_LOG_LEVEL", "INFO")},
-    # httpx logs request lines only, but keep third-party chatter down.
     "loggers": {
+        "django": _FILTERED,
+        "django.server": _FILTERED,
+        "uvicorn": _FILTERED,
+        "uvicorn.error": _FILTERED,
+        "uvicorn.access": _FILTERED,
+        # httpx logs request lines only, but keep third-party chatter down.
         **{name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
         # At DEBUG (with DEBUG=True) Django logs every SQL statement with its
         # parameters, message text included: never below INFO.
         "django.db.backends": {"level": "INFO"},
     },
 }
+# No error mail: Django's would carry request bodies (message text).
+ADMINS: list[tuple[str, str]] = []
