@@ -18,7 +18,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView, set_rollback
 
 from dellm_site.auth import token_create
@@ -178,6 +178,51 @@ class Pagination(PageNumberPagination):
             if parameter["name"] == self.page_query_param:
                 parameter["schema"] |= {"minimum": 1}
         return parameters
+
+
+class CostThrottle(ScopedRateThrottle):
+    """A rate limit per user and scope, the scope chosen per request.
+
+    A view names its scopes by method, `throttle_scopes = {"POST": "deletion_preview"}`
+    (a method not named is free), or decides itself with `throttle_scope_for(request)`.
+    Counters live in the shared cache (settings.CACHES), so every web process
+    counts against the same limit; rates come from DEFAULT_THROTTLE_RATES.
+    """
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if hasattr(view, "throttle_scope_for"):
+            scope = view.throttle_scope_for(request)
+        else:
+            scope = getattr(view, "throttle_scopes", {}).get(request.method)
+        if scope is None:
+            return True
+        self.scope = scope
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return SimpleRateThrottle.allow_request(self, request, view)
+
+
+class LinkHeaderPagination(Pagination):
+    """Pages of a list whose body stays a bare JSON array (API.md's shape for it).
+
+    `?page=` and `?page_size=` as everywhere; the next and previous pages are
+    in a `Link` header (rel="next"/"prev", RFC 8288) and the total in
+    `X-Total-Count`, so clients that read the array keep working.
+    """
+
+    def get_paginated_response(self, data: Any) -> Response:
+        links = [
+            f'<{url}>; rel="{rel}"'
+            for rel, url in (("next", self.get_next_link()), ("prev", self.get_previous_link()))
+            if url
+        ]
+        headers = {"X-Total-Count": str(self.page.paginator.count)}
+        if links:
+            headers["Link"] = ", ".join(links)
+        return Response(data, headers=headers)
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return schema
 
 
 class TokenRequestSerializer(serializers.Serializer):

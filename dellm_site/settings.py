@@ -277,6 +277,12 @@ REST_FRAMEWORK = {
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
+# The graph opens as a window of the newest messages (`next` loads older ones).
+DELLM_GRAPH_WINDOW = env_int("DELLM_GRAPH_WINDOW", 2000)
+DELLM_GRAPH_MAX_NODES = env_int("DELLM_GRAPH_MAX_NODES", 5000)
+DELLM_GRAPH_MAX_EDGES = env_int("DELLM_GRAPH_MAX_EDGES", 25000)
+# Explanation paths in a preview or a dependents answer, the nearest first.
+DELLM_MAX_EXPLANATION_PATHS = env_int("DELLM_MAX_EXPLANATION_PATHS", 500)
 SPECTACULAR_SETTINGS = {
     "TITLE": "DeLLM API",
     "DESCRIPTION": "A chat assistant whose long-term memory can be faithfully erased.",

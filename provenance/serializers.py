@@ -1,5 +1,6 @@
 """JSON shapes of deletions, dependents, the graph and the export (API.md)."""
 
+from django.conf import settings
 from rest_framework import serializers
 
 from chat.models import ContextEdge, Message
@@ -140,8 +141,11 @@ class DependentSerializer(serializers.Serializer):
 
 class DependentsSerializer(serializers.Serializer):
     root = serializers.IntegerField()  # type: ignore[assignment]
-    dependents = DependentSerializer(many=True)
-    count = serializers.IntegerField()
+    dependents = DependentSerializer(
+        many=True, help_text="The nearest DELLM_MAX_EXPLANATION_PATHS dependents, in sequence order."
+    )
+    count = serializers.IntegerField(help_text="All of Dep(m) minus m.")
+    truncated = serializers.BooleanField(help_text="True when `dependents` lists fewer than `count`.")
 
 
 class DependentsQuerySerializer(serializers.Serializer):
@@ -154,6 +158,22 @@ class GraphQuerySerializer(serializers.Serializer):
     thread = serializers.IntegerField(required=False, help_text="Only this thread's messages.")
     include_deleted = serializers.BooleanField(
         required=False, default=False, help_text="Also show deleted, purged messages."
+    )
+    before = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_DEPTH, help_text="Only messages with a smaller `seq` (older)."
+    )
+    limit = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=settings.DELLM_GRAPH_MAX_NODES,
+        help_text="Messages in the window (default DELLM_GRAPH_WINDOW, at most DELLM_GRAPH_MAX_NODES).",
+    )
+
+
+class DeletionListQuerySerializer(serializers.Serializer):
+    page = serializers.IntegerField(required=False, min_value=1, help_text="Page number (Link header: next, prev).")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=settings.DELLM_MAX_PAGE_SIZE, help_text="Deletions per page."
     )
 
 
@@ -195,10 +215,13 @@ class EdgeSerializer(serializers.Serializer):
 
 
 class GraphSerializer(serializers.Serializer):
-    """Cytoscape.js elements."""
+    """Cytoscape.js elements: a window of the newest messages, and the edges among them."""
 
     nodes = NodeSerializer(many=True)
     edges = EdgeSerializer(many=True)
+    total = serializers.IntegerField(help_text="Messages matching the filters, in or out of the window.")
+    truncated = serializers.BooleanField(help_text="Older messages, or edges past DELLM_GRAPH_MAX_EDGES, left out.")
+    next = serializers.URLField(allow_null=True, help_text="The window of older messages (`before=`), or null.")
 
 
 class ExportEdgeSerializer(serializers.Serializer):
