@@ -198,12 +198,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DELLM_VISIBILI
 # later one is left to beat's `fire-due-expiries`, so no task waits in a worker
 # for longer than this (keep it under the visibility timeout).
 DELLM_EXPIRY_TIMER_HORIZON = env_float("DELLM_EXPIRY_TIMER_HORIZON", 600.0)
+# Longest time (seconds, plus one rebuild) a purged word stays in the full-text index.
+DELLM_SEARCH_SCRUB_INTERVAL = env_float("DELLM_SEARCH_SCRUB_INTERVAL", 300.0)
 CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
     # timer was lost (broker flushed, worker down at the time).
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
     # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
+    # A GIN index keeps a purged word until rebuilt: rebuild it (concurrently)
+    # when purges ran since the last time (provenance/scrub.py).
+    "scrub-search-index": {"task": "provenance.search_index_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
 }
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
