@@ -216,6 +216,7 @@ class LinkHeaderPagination(Pagination):
             for rel, url in (("next", self.get_next_link()), ("prev", self.get_previous_link()))
             if url
         ]
+        assert self.page is not None  # paginate_queryset ran first
         headers = {"X-Total-Count": str(self.page.paginator.count)}
         if links:
             headers["Link"] = ", ".join(links)

@@ -43,7 +43,7 @@ def vacuum_messages_task() -> None:
 
 
 @shared_task(name="provenance.search_index_scrub")
-def search_index_scrub() -> None:
+def search_index_scrub_task() -> None:
     """Beat: drop purged words from the full-text index (provenance/scrub.py)."""
     from provenance.scrub import search_index_rebuild
 

@@ -39,6 +39,12 @@ def _fresh_throttle():
     cache_clear()
 
 
+@pytest.fixture
+def fast_hasher(settings):
+    """For tests that sign in dozens of times: PBKDF2 would spend a second on each."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 # --- Users and data ---------------------------------------------------------
 
 

@@ -35,6 +35,6 @@ BACKWARD = [f"ALTER TABLE chat_message ALTER COLUMN {column} SET STATISTICS -1" 
 
 
 class Migration(migrations.Migration):
-    dependencies = [("chat", "0003_owner_links")]
+    dependencies = [("chat", "0001_initial")]
 
     operations = [migrations.RunSQL(FORWARD, BACKWARD)]

@@ -48,7 +48,7 @@ def test_no_store_on_api_answers_and_pages(api, owner, thread):
 
 def test_far_future_expiry_is_left_to_beat(api, thread, monkeypatch, django_capture_on_commit_callbacks):
     timers = []
-    monkeypatch.setattr(tasks.deletion_fire, "apply_async", lambda **kwargs: timers.append(kwargs))
+    monkeypatch.setattr(tasks.deletion_fire_task, "apply_async", lambda **kwargs: timers.append(kwargs))
     near, far = make_message(thread, "soon gone"), make_message(thread, "gone in 9999")
     for message, expire_at in ((near, timezone.now() + timedelta(minutes=5)), (far, "9999-12-31T00:00:00Z")):
         body = {"select": {"ids": [message.pk]}, "mode": "expire", "expire_at": str(expire_at)}
@@ -62,7 +62,7 @@ def test_far_future_expiry_is_left_to_beat(api, thread, monkeypatch, django_capt
     far_deletion = DeletionRequest.objects.get(matched_ids=[far.pk])
     DeletionRequest.objects.filter(pk=far_deletion.pk).update(expire_at=timezone.now() - timedelta(seconds=1))
     Message.objects.filter(pk=far.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    tasks.deletions_fire_due()
+    tasks.deletions_fire_due_task()
     assert Message.objects.get(pk=far.pk).status == Message.Status.PURGED
 
 

@@ -14,6 +14,7 @@ from tests.api.test_errors import error_of
 from tests.factories import make_user
 
 LIMIT = 5
+pytestmark = pytest.mark.usefixtures("fast_hasher")
 
 
 def _token(client: APIClient, password: str = "pw-for-tests"):
