@@ -74,7 +74,10 @@ def live_services(*, worker_concurrency: int = 2):
         "DELLM_CELERY_QUEUE": queue,
         # The benchmark's clients send faster than a person types.
         "DELLM_CHAT_RATE": "1000000/min",
+        "DELLM_GRAPH_RATE": "1000000/min",
         "DELLM_LOG_LEVEL": "WARNING",
+        # DEBUG is off by default: WhiteNoise serves the pages' modules from source.
+        "DELLM_STATIC_FROM_SOURCE": "true",
     }
     folder = Path(tempfile.mkdtemp(prefix="dellm-bench-live-"))
     processes = []
