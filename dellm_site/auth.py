@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from axes.helpers import get_cool_off
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -51,10 +52,14 @@ class TokenAuthentication(KnoxTokenAuthentication):
 def token_create(*, user: AbstractBaseUser) -> tuple[AuthToken, str]:
     """A new API token for `user`: the stored row and the only copy of its secret.
 
-    Prunes the user's expired tokens first.
+    Prunes the user's expired tokens, and the oldest beyond
+    DELLM_TOKEN_LIMIT_PER_USER, so a user's tokens stay a bounded list.
     """
     AuthToken.objects.filter(user_id=user.pk, expiry__lt=timezone.now()).delete()
-    return AuthToken.objects.create(user=user)
+    created = AuthToken.objects.create(user=user)
+    keep = AuthToken.objects.filter(user_id=user.pk).order_by("-created", "-pk")[: settings.DELLM_TOKEN_LIMIT_PER_USER]
+    AuthToken.objects.filter(user_id=user.pk).exclude(pk__in=list(keep.values_list("pk", flat=True))).delete()
+    return created
 
 
 class RevokeTokensOnPasswordChange:

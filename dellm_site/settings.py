@@ -127,10 +127,11 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = (
     ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if env_bool("DELLM_BEHIND_PROXY", False) else ["REMOTE_ADDR"]
 )
 # API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
+# Tokens kept per user; signing in again drops the oldest beyond this.
+DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)
 REST_KNOX = {
     "TOKEN_TTL": timedelta(hours=env_int("DELLM_TOKEN_TTL_HOURS", 24 * 30)),
     "AUTH_HEADER_PREFIX": "Token",
-    "TOKEN_LIMIT_PER_USER": env_int("DELLM_TOKEN_LIMIT_PER_USER", 50),
 }
 
 LANGUAGE_CODE = "en-us"

@@ -134,3 +134,13 @@ def test_admin_lists_tokens_without_their_secret(owner):
     assert page.status_code == 200
     assert b"alice" in page.content
     assert token.encode() not in page.content
+
+
+def test_tokens_per_user_are_bounded(owner, settings):
+    from knox.models import AuthToken
+
+    settings.DELLM_TOKEN_LIMIT_PER_USER = 2
+    first, _second, third = (_sign_in(owner)[0] for _ in range(3))
+    assert AuthToken.objects.filter(user=owner).count() == 2
+    assert error_of(first.get("/api/threads/"), 401)["code"] == "authentication_failed"
+    assert third.get("/api/threads/").status_code == 200
