@@ -37,11 +37,14 @@ frontend/node_modules/.installed: frontend/package.json frontend/package-lock.js
 	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get update
 	$$([ "$$(id -u)" = 0 ] || echo sudo) apt-get install -y chromium
 
+# `make run` is development: it asks for DEBUG (every page shows a banner) and
+# the demo user. Production leaves DJANGO_DEBUG unset (.env.example, "Production").
+run: export DJANGO_DEBUG ?= true
 run: setup frontend/node_modules/.installed
 	$(PY) -m dellm_site.embedded start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py dellm_demo_user
-	@echo "DeLLM on http://$(HOST):$(PORT)/ (user demo / password demo); Ctrl-C stops web, worker and beat."
+	@echo "DeLLM on http://$(HOST):$(PORT)/ in development mode (user demo / password demo); Ctrl-C stops web, worker and beat."
 	$(VENV)/bin/honcho start -f Procfile
 
 stop: setup
@@ -83,6 +86,7 @@ BENCH_SCALE ?= full
 bench: export DELLM_LAB = 1
 bench: setup frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
+	export DELLM_DEPENDENTS_RATE=1000000/min DELLM_GRAPH_RATE=1000000/min DELLM_DELETION_PREVIEW_RATE=1000000/min; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-bench.XXXXXX); \
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
 	$(PY) manage.py migrate --noinput >/dev/null; \

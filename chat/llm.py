@@ -9,6 +9,7 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html import escape
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -36,12 +37,17 @@ class ContextItem:
 
 def build_prompt(context: list[ContextItem], user_message: str) -> str:
     """The paper's prompt, with each retrieved message delimited as data."""
-    memories = "\n".join(f'<memory id="{item.seq}" role="{item.role}">\n{item.content}\n</memory>' for item in context)
+    # Text is escaped, so a message that contains "</memory>" or "</memories>"
+    # cannot close its block early and pass itself off as an instruction.
+    memories = "\n".join(
+        f'<memory id="{item.seq}" role="{item.role}">\n{escape(item.content, quote=False)}\n</memory>'
+        for item in context
+    )
     return (
         "Here are past conversations between you and the user:\n"
         f"<memories>\n{memories}\n</memories>\n\n"
         "Reply to the user's query based on past conversation.\n"
-        f"User query: {user_message}"
+        f"User query: {escape(user_message, quote=False)}"
     )
 
 

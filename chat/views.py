@@ -30,7 +30,7 @@ from chat.serializers import (
     TurnSerializer,
 )
 from chat.streams import turn_event_stream
-from dellm_site.api import Pagination, errors
+from dellm_site.api import CostThrottle, Pagination, errors
 from dellm_site.types import AuthenticatedRequest
 from provenance import services as deletions
 from provenance.requests import parse_deletion_request, resolve_deletion_request
@@ -168,7 +168,13 @@ class TurnEventsView(APIView):
 
 
 class TurnRetryView(APIView):
-    @extend_schema(request=None, responses={200: TurnSerializer, **errors(404, 409)}, summary="Re-run a failed turn")
+    # A retry is another LLM call: it counts like a chat message.
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "chat"}
+
+    @extend_schema(
+        request=None, responses={200: TurnSerializer, **errors(404, 409, 429)}, summary="Re-run a failed turn"
+    )
     def post(self, request: AuthenticatedRequest, turn_id: int) -> Response:
         turn = services.turn_retry(turn_id=selectors.turn_get(owner=request.user, turn_id=turn_id).pk)
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
@@ -178,6 +184,11 @@ class MessageListView(generics.ListAPIView):
     serializer_class = MessageSerializer
     pagination_class = Pagination
     request: AuthenticatedRequest
+    throttle_classes = [CostThrottle]
+
+    def throttle_scope_for(self, request: Request) -> str | None:
+        # A full-text search scans the owner's messages; a plain page does not.
+        return "search" if request.query_params.get("q") else None
 
     def get_queryset(self) -> QuerySet[Message]:
         query = _valid(MessageQuerySerializer, self.request.query_params)
@@ -192,7 +203,7 @@ class MessageListView(generics.ListAPIView):
 
     @extend_schema(
         parameters=[MessageQuerySerializer],
-        responses={200: MessageSerializer(many=True), **errors(400, 404)},
+        responses={200: MessageSerializer(many=True), **errors(400, 404, 429)},
         summary="The caller's messages",
     )
     def get(self, request: Request) -> Response:

@@ -8,17 +8,20 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth import authenticate, user_logged_in
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from knox.models import AuthToken
 from rest_framework import exceptions, serializers
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView, set_rollback
 
+from dellm_site.auth import token_create
 from dellm_site.errors import DomainError, ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -35,6 +38,12 @@ _CODES = {
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.Throttled: "throttled",
 }
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = 413
+    default_detail = "The request body is larger than this server accepts."
+    default_code = "payload_too_large"
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -76,6 +85,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's exception hook: every error, expected or not, in the format of API.md."""
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
     set_rollback()
@@ -129,7 +140,8 @@ _ERROR_TEXT = {
     405: "Method not allowed.",
     409: "Conflicts with the object's current state.",
     415: "Unsupported media type (send JSON).",
-    429: "Too many requests.",
+    413: "The request body is too large.",
+    429: "Too many requests (or, at sign-in, too many failed attempts: `locked_out`).",
 }
 
 
@@ -168,23 +180,111 @@ class Pagination(PageNumberPagination):
         return parameters
 
 
+class CostThrottle(ScopedRateThrottle):
+    """A rate limit per user and scope, the scope chosen per request.
+
+    A view names its scopes by method, `throttle_scopes = {"POST": "deletion_preview"}`
+    (a method not named is free), or decides itself with `throttle_scope_for(request)`.
+    Counters live in the shared cache (settings.CACHES), so every web process
+    counts against the same limit; rates come from DEFAULT_THROTTLE_RATES.
+    """
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if hasattr(view, "throttle_scope_for"):
+            scope = view.throttle_scope_for(request)
+        else:
+            scope = getattr(view, "throttle_scopes", {}).get(request.method)
+        if scope is None:
+            return True
+        self.scope = scope
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return SimpleRateThrottle.allow_request(self, request, view)
+
+
+class LinkHeaderPagination(Pagination):
+    """Pages of a list whose body stays a bare JSON array (API.md's shape for it).
+
+    `?page=` and `?page_size=` as everywhere; the next and previous pages are
+    in a `Link` header (rel="next"/"prev", RFC 8288) and the total in
+    `X-Total-Count`, so clients that read the array keep working.
+    """
+
+    def get_paginated_response(self, data: Any) -> Response:
+        links = [
+            f'<{url}>; rel="{rel}"'
+            for rel, url in (("next", self.get_next_link()), ("prev", self.get_previous_link()))
+            if url
+        ]
+        assert self.page is not None  # paginate_queryset ran first
+        headers = {"X-Total-Count": str(self.page.paginator.count)}
+        if links:
+            headers["Link"] = ", ".join(links)
+        return Response(data, headers=headers)
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return schema
+
+
 class TokenRequestSerializer(serializers.Serializer):
     username = serializers.CharField()
     password = serializers.CharField(style={"input_type": "password"})
 
 
 class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField()
+    token = serializers.CharField(help_text="Send as `Authorization: Token <token>` (or `Bearer <token>`).")
+    expiry = serializers.DateTimeField(help_text="When the token stops working; sign in again for a new one.")
 
 
-class TokenView(ObtainAuthToken):
-    """`POST /api/auth/token/`: trade a username and password for an API token."""
+class TokenView(APIView):
+    """`POST /api/auth/token/`: trade a username and password for an API token.
+
+    The token is shown once (stored hashed), expires after DELLM_TOKEN_TTL_HOURS
+    and is revoked by `POST /api/auth/logout/` or a password change. Failed
+    attempts count towards django-axes' lock-out of the username (429
+    `locked_out`); the endpoint is also rate-limited per client (`auth`).
+    """
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "auth"
 
     @extend_schema(
         request=TokenRequestSerializer,
-        responses={200: TokenSerializer, **errors(400, 415)},
+        responses={200: TokenSerializer, **errors(400, 415, 429)},
         auth=[],
         operation_id="auth_token_create",
     )
-    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().post(request, *args, **kwargs)
+    def post(self, request: Request) -> Response:
+        credentials = TokenRequestSerializer(data=request.data)
+        credentials.is_valid(raise_exception=True)
+        # Django's own request: django-axes marks it when the username is locked
+        # out, and its middleware then answers 429 (dellm_site.auth.lockout_response).
+        user = authenticate(request._request, **credentials.validated_data)
+        if user is None or not user.is_active:
+            raise ValidationFailed(
+                "Unable to sign in with those credentials.", fields={"non_field_errors": "invalid credentials"}
+            )
+        instance, token = token_create(user=user)
+        user_logged_in.send(sender=type(user), request=request, user=user)
+        return Response({"token": token, "expiry": instance.expiry})
+
+
+class LogoutView(APIView):
+    """`POST /api/auth/logout/`: revoke the token this request carries (204)."""
+
+    @extend_schema(request=None, responses={204: None, **errors()}, operation_id="auth_logout")
+    def post(self, request: Request) -> Response:
+        if isinstance(request.auth, AuthToken):
+            request.auth.delete()
+        return Response(status=204)
+
+
+class LogoutAllView(APIView):
+    """`POST /api/auth/logoutall/`: revoke every token of the caller (204)."""
+
+    @extend_schema(request=None, responses={204: None, **errors()}, operation_id="auth_logout_all")
+    def post(self, request: Request) -> Response:
+        AuthToken.objects.filter(user_id=request.user.pk).delete()
+        return Response(status=204)

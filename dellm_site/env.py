@@ -9,6 +9,11 @@ def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+def env_list(name: str, default: str) -> list[str]:
+    """A comma-separated list, blanks dropped."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw in (None, ""):

@@ -9,8 +9,12 @@ through code DeLLM does not write, or through a future mistake:
   contains (...)"), validators quote the bad value. The traceback keeps each
   exception's type, files and lines; its message is withheld, and so is any
   argument that repeats it (Celery's "Task ... raised unexpected: <repr>").
-- request lines (development server, access logs): the query string can carry
-  a search or a deletion phrase.
+  What an operator needs and no user can put there stays: a database error's
+  SQLSTATE code and the names of the schema objects involved (constraint,
+  table, column), and the whole message of an error raised while connecting
+  (libpq's "too many clients", "connection refused": no query, no data).
+- request lines (development server, uvicorn's access log): the query string
+  can carry a search or a deletion phrase.
 - arguments of DeLLM's own loggers that are not ids, numbers or one-word codes.
 """
 
@@ -22,6 +26,9 @@ APP_LOGGERS = ("chat", "provenance", "dellm_site")
 WITHHELD = "[withheld]"
 _WORD = re.compile(r"[\w.:/@-]{0,64}", re.ASCII)
 _QUERY_STRING = re.compile(r"\?\S*")
+REQUEST_LINE_LOGGERS = ("django.server", "django.request", "uvicorn.access", "uvicorn.error")
+# psycopg's diagnostics that name schema objects (never row data).
+_DIAG_NAMES = ("constraint_name", "table_name", "column_name", "schema_name")
 
 
 def _is_id_like(value: object) -> bool:
@@ -43,12 +50,36 @@ def _chain(exc: BaseException | None) -> list[BaseException]:
     return chain
 
 
+def _database_error(exc: BaseException) -> BaseException | None:
+    """The psycopg error behind `exc` (Django wraps it as __cause__), if any."""
+    for link in _chain(exc):
+        if type(link).__module__.split(".")[0] == "psycopg" and hasattr(link, "sqlstate"):
+            return link
+    return None
+
+
+def safe_summary(exc: BaseException) -> str:
+    """What of an exception's message can be logged: `[withheld]`, plus what carries no user text."""
+    error = _database_error(exc)
+    if error is None:
+        return WITHHELD
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate is None:
+        # Raised by libpq while connecting or talking to the server, not by a
+        # statement: the message names hosts and server states, never data.
+        return " ".join(str(error).split())[:500]
+    diag = getattr(error, "diag", None)
+    names = [f"{name.removesuffix('_name')}={value}" for name in _DIAG_NAMES if (value := getattr(diag, name, None))]
+    return f"{WITHHELD} (SQLSTATE {sqlstate}{''.join(', ' + part for part in names)})"
+
+
 def withheld_traceback(exc: BaseException) -> str:
     parts = []
+    summary = safe_summary(exc)
     for link in reversed(_chain(exc)):
         kind = f"{type(link).__module__}.{type(link).__qualname__}"
         frames = "".join(traceback.format_tb(link.__traceback__))
-        parts.append(f"Traceback (most recent call last):\n{frames}{kind}: {WITHHELD}")
+        parts.append(f"Traceback (most recent call last):\n{frames}{kind}: {summary}")
     return "\n\nwhich led to:\n\n".join(parts)
 
 
@@ -58,12 +89,15 @@ class WithholdText(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         quoted = {text for link in _chain(exc) for text in (str(link), repr(link)) if len(text) >= 4}
+        summary = safe_summary(exc) if exc is not None else WITHHELD
         own = record.name.split(".")[0] in APP_LOGGERS
-        is_request_line = record.name in ("django.server", "django.request")
+        is_request_line = record.name in REQUEST_LINE_LOGGERS
 
         def scrub(value: object) -> object:
+            if isinstance(value, BaseException):
+                return f"{type(value).__module__}.{type(value).__qualname__}: {safe_summary(value)}"
             if isinstance(value, str) and any(text in value for text in quoted):
-                return WITHHELD
+                return summary
             if own and not _is_id_like(value):
                 return WITHHELD
             if is_request_line and isinstance(value, str):
@@ -72,6 +106,10 @@ class WithholdText(logging.Filter):
 
         if own and not isinstance(record.msg, str):
             record.msg = WITHHELD
+        elif isinstance(record.msg, str) and any(text in record.msg for text in quoted):
+            # Django's security logger logs str(exc) itself as the message
+            # ("Invalid HTTP_HOST header: '<what the client sent>'").
+            record.msg, record.args = summary, ()
         if isinstance(record.args, dict):
             record.args = {key: scrub(value) for key, value in record.args.items()}
         elif record.args:

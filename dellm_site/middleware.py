@@ -16,9 +16,14 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.templatetags.static import static
+from django.utils.cache import add_never_cache_headers, patch_cache_control
 from django.utils.safestring import SafeString, mark_safe
 
 # Bare specifiers our modules import, mapped to the ESM builds that `npm ci`
@@ -74,3 +79,44 @@ class ContentSecurityPolicyMiddleware:
         if response.get("Content-Type", "").startswith("text/html"):
             response.headers.setdefault("Content-Security-Policy", policy())
         return response
+
+
+def development_mode_context(request: HttpRequest) -> dict[str, bool]:
+    """Template context processor: `{{ development_mode }}` puts a banner on every page."""
+    return {"development_mode": settings.DEBUG}
+
+
+class NoStoreMiddleware:
+    """`Cache-Control: no-store` on every answer of the application.
+
+    API responses, pages and turn streams carry message text; a copy in a
+    browser or proxy cache would outlive a purge. Static files (served by
+    WhiteNoise, above this middleware) keep their caching; nothing the
+    application itself renders is worth caching against that risk, so
+    `no-store` is added even where a view set its own Cache-Control. Sync and
+    async, so an async view (the turn stream) is not pushed onto a thread.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        return _no_store(self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        return _no_store(await self.get_response(request))
+
+
+def _no_store(response: HttpResponseBase) -> HttpResponseBase:
+    if response.has_header("Cache-Control"):
+        patch_cache_control(response, no_store=True)
+    else:
+        add_never_cache_headers(response)
+    return response

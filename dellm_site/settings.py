@@ -1,17 +1,38 @@
 """DeLLM settings. Every knob is an environment variable documented in `.env.example`."""
 
+import hashlib
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
 from dellm_site import embedded
-from dellm_site.env import env_bool, env_choice, env_float, env_int, env_str
+from dellm_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from dellm_site.keys import persistent_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dellm-insecure-dev-key-change-me" if DEBUG else "")
-ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+# Secure by default: development (debug pages, the demo user) only when asked
+# for; `make run` asks, and every page then says so.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# Without a configured key, a random one made once and kept in the data directory.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or persistent_secret_key(embedded.data_dir())
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+# --- Serving over HTTPS (.env.example, "Production") ---------------------------
+# One switch for a deployment behind TLS; each setting can still be set on its own.
+DELLM_HTTPS = env_bool("DELLM_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", DELLM_HTTPS)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", DELLM_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", DELLM_HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if DELLM_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", DELLM_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", DELLM_HTTPS)
+# Only behind a proxy that sets X-Forwarded-Proto itself (and drops the client's):
+# otherwise a client could claim HTTPS.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DELLM_BEHIND_PROXY", False) else None
+SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -22,7 +43,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "chat",
@@ -37,6 +59,9 @@ if DELLM_LAB:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files before anything else touches the request (no session, no CSP work).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dellm_site.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -44,6 +69,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dellm_site.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dellm_site.urls"
@@ -61,6 +88,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "dellm_site.middleware.import_map_context",
+                "dellm_site.middleware.development_mode_context",
             ],
         },
     },
@@ -76,7 +104,35 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Not a check: signs out every API token when a password changes (dellm_site/auth.py).
+    {"NAME": "dellm_site.auth.RevokeTokensOnPasswordChange"},
 ]
+# django-axes first: it refuses a locked-out username before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Failed sign-ins (page, admin, token endpoint) before a lock-out, counted per
+# username and per client address separately: guessing one account's password
+# from many addresses is stopped by the first, trying many accounts from one
+# address by the second. The cost: a locked-out user (or address) waits the
+# cool-off, or staff run `manage.py axes_reset_username <name>` / `axes_reset_ip`.
+AXES_FAILURE_LIMIT = env_int("DELLM_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DELLM_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "dellm_site.auth.lockout_response"
+# Addresses in the attempt log come from X-Forwarded-For only behind a proxy.
+AXES_IPWARE_PROXY_COUNT = 1 if env_bool("DELLM_BEHIND_PROXY", False) else None
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if env_bool("DELLM_BEHIND_PROXY", False) else ["REMOTE_ADDR"]
+)
+# API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
+# Tokens kept per user; signing in again drops the oldest beyond this.
+DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(hours=env_int("DELLM_TOKEN_TTL_HOURS", 24 * 30)),
+    "AUTH_HEADER_PREFIX": "Token",
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -91,11 +147,15 @@ STATICFILES_DIRS = [
     ("vendor/cytoscape", BASE_DIR / "frontend" / "node_modules" / "cytoscape" / "dist"),
     ("vendor/cytoscape-dagre", BASE_DIR / "frontend" / "node_modules" / "cytoscape-dagre" / "dist"),
 ]
-STATIC_ROOT = BASE_DIR / ".dellm" / "static"
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(embedded.data_dir() / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # WhiteNoise serves what `collectstatic` gathered (compressed); in
+    # development it serves straight from the source folders instead.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+WHITENOISE_USE_FINDERS = env_bool("DELLM_STATIC_FROM_SOURCE", DEBUG)
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -104,6 +164,20 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = embedded.redis_url()
 CELERY_BROKER_URL = REDIS_URL
+# One cache shared by every process (throttle counters, axes), in Redis under a
+# prefix of this instance: by default derived from the database, so instances
+# (and test runs) sharing a Redis keep apart.
+_DATABASE_IDENTITY = f"{DATABASES['default']['HOST']}:{DATABASES['default']['PORT']}/{DATABASES['default']['NAME']}"
+DELLM_CACHE_KEY_PREFIX = env_str(
+    "DELLM_CACHE_KEY_PREFIX", "dellm-" + hashlib.sha256(_DATABASE_IDENTITY.encode()).hexdigest()[:12]
+)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": DELLM_CACHE_KEY_PREFIX,
+    }
+}
 # Task results are never read back: turns record their outcome in the database,
 # and a result store would be one more place where content could linger.
 CELERY_TASK_IGNORE_RESULT = True
@@ -121,12 +195,21 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("DELLM_CELERY_QUEUE", "dellm")
 # A task whose worker died unacknowledged is handed out again after this long
 # (a pool child killed mid-task is requeued at once: reject_on_worker_lost).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600)}
+# An expiry this close (seconds) gets its own timer task at confirmation; a
+# later one is left to beat's `fire-due-expiries`, so no task waits in a worker
+# for longer than this (keep it under the visibility timeout).
+DELLM_EXPIRY_TIMER_HORIZON = env_float("DELLM_EXPIRY_TIMER_HORIZON", 600.0)
+# Longest time (seconds, plus one rebuild) a purged word stays in the full-text index.
+DELLM_SEARCH_SCRUB_INTERVAL = env_float("DELLM_SEARCH_SCRUB_INTERVAL", 300.0)
 CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
     # timer was lost (broker flushed, worker down at the time).
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
     # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
+    # A GIN index keeps a purged word until rebuilt: rebuild it (concurrently)
+    # when purges ran since the last time (provenance/scrub.py).
+    "scrub-search-index": {"task": "provenance.search_index_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
 }
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
@@ -176,7 +259,8 @@ DELLM_CHROMIUM = env_str("DELLM_CHROMIUM", "/usr/bin/chromium")
 # Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # `Authorization: Token <t>` or `Bearer <t>`, knox-hashed (dellm_site/auth.py).
+        "dellm_site.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -184,11 +268,27 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"chat": env_str("DELLM_CHAT_RATE", "60/min")},
+    # Scoped, per user (per address when anonymous), counted in the shared cache.
+    "DEFAULT_THROTTLE_RATES": {
+        "chat": env_str("DELLM_CHAT_RATE", "60/min"),
+        "auth": env_str("DELLM_AUTH_RATE", "20/min"),
+        "deletion_preview": env_str("DELLM_DELETION_PREVIEW_RATE", "30/min"),
+        "deletion_action": env_str("DELLM_DELETION_ACTION_RATE", "60/min"),
+        "dependents": env_str("DELLM_DEPENDENTS_RATE", "120/min"),
+        "graph": env_str("DELLM_GRAPH_RATE", "30/min"),
+        "export": env_str("DELLM_EXPORT_RATE", "5/hour"),
+        "search": env_str("DELLM_SEARCH_RATE", "120/min"),
+    },
 }
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
+# The graph opens as a window of the newest messages (`next` loads older ones).
+DELLM_GRAPH_WINDOW = env_int("DELLM_GRAPH_WINDOW", 2000)
+DELLM_GRAPH_MAX_NODES = env_int("DELLM_GRAPH_MAX_NODES", 5000)
+DELLM_GRAPH_MAX_EDGES = env_int("DELLM_GRAPH_MAX_EDGES", 25000)
+# Explanation paths in a preview or a dependents answer, the nearest first.
+DELLM_MAX_EXPLANATION_PATHS = env_int("DELLM_MAX_EXPLANATION_PATHS", 500)
 SPECTACULAR_SETTINGS = {
     "TITLE": "DeLLM API",
     "DESCRIPTION": "A chat assistant whose long-term memory can be faithfully erased.",
@@ -211,7 +311,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Logs carry ids, never message text (I3); dellm_site/logging.py withholds
-# exception messages, query strings and non-id arguments of our own loggers.
+# exception messages (keeping class, SQLSTATE, object names), query strings and
+# non-id arguments of our own loggers. One handler, always filtered: Django's
+# default handlers (`console` when DEBUG, `django.server`'s unfiltered access
+# log, `mail_admins` with request bodies) are replaced by naming their loggers
+# here; uvicorn's loggers likewise (Django configures logging after uvicorn).
+_FILTERED = {"handlers": ["console"], "level": "INFO", "propagate": False}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -221,11 +326,18 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["withhold_text"]},
     },
     "root": {"handlers": ["console"], "level": env_str("DELLM_LOG_LEVEL", "INFO")},
-    # httpx logs request lines only, but keep third-party chatter down.
     "loggers": {
+        "django": _FILTERED,
+        "django.server": _FILTERED,
+        "uvicorn": _FILTERED,
+        "uvicorn.error": _FILTERED,
+        "uvicorn.access": _FILTERED,
+        # httpx logs request lines only, but keep third-party chatter down.
         **{name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
         # At DEBUG (with DEBUG=True) Django logs every SQL statement with its
         # parameters, message text included: never below INFO.
         "django.db.backends": {"level": "INFO"},
     },
 }
+# No error mail: Django's would carry request bodies (message text).
+ADMINS: list[tuple[str, str]] = []

@@ -3,11 +3,13 @@ from django.urls import include, path
 from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from dellm_site.api import TokenView
+from dellm_site.api import LogoutAllView, LogoutView, TokenView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/auth/token/", TokenView.as_view(), name="api-token"),
+    path("api/auth/logout/", LogoutView.as_view(), name="api-logout"),
+    path("api/auth/logoutall/", LogoutAllView.as_view(), name="api-logout-all"),
     # JSON first (`?format=yaml` for YAML), so errors here are JSON like everywhere else.
     path(
         "api/schema/",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.contrib.auth import get_user_model
@@ -133,12 +134,23 @@ def graph_elements_view(
         return JsonResponse(error_body("validation_error", "Invalid graph query.", fields), status=400)
 
     def elements() -> Any:
-        nodes = selectors.graph_nodes(
+        # The same window as the API's graph: a heavy history stays bounded here too.
+        window = selectors.graph_window(
             owner=owner,
             thread_id=query.validated_data.get("thread"),
             include_deleted=query.validated_data["include_deleted"],
+            before=query.validated_data.get("before"),
+            limit=query.validated_data.get("limit") or settings.DELLM_GRAPH_WINDOW,
+            max_edges=settings.DELLM_GRAPH_MAX_EDGES,
         )
-        return GraphSerializer({"nodes": nodes, "edges": selectors.graph_edges(owner=owner, nodes=nodes)}).data
+        body = {
+            "nodes": window.nodes,
+            "edges": window.edges,
+            "total": window.total,
+            "truncated": window.older or window.edges_capped,
+            "next": None,
+        }
+        return GraphSerializer(body).data
 
     return _json(elements)
 

@@ -38,14 +38,21 @@ _POLITE = r"(?:(?:please|pls|kindly|ok(?:ay)?|hey|so|now|and|also|just|go ahead 
     r"(?:can|could|would|will) you|i (?:want|need|would like|'d like) you to|i'd like you to),?\s+)*"
 )
 _VERB = r"(?P<verb>forget|delete|remove|erase|purge|wipe|scrub|unlearn|get rid of)"
-_MEMORY = r"(?:your |my |the |our )?(?:memory|memories|history|chat history|records?|notes|messages)"
-# Trailing words that add nothing: "... from your memory, please."
-_TAIL = re.compile(
-    rf"(?:\s*[,;]?\s*(?:from|out of|in) {_MEMORY}|\s*[,;]?\s*(?:please|pls|thanks|thank you|for me|for good|"
-    r"forever|permanently|completely|entirely|now|right now))+\s*$",
-    re.IGNORECASE,
+_MEMORY_OWNERS = ("your ", "my ", "the ", "our ", "")
+_MEMORY_NOUNS = ("memory", "memories", "history", "chat history", "record", "records", "notes", "messages")
+_MEMORY = rf"(?:{'|'.join(o for o in _MEMORY_OWNERS if o)})?(?:{'|'.join(_MEMORY_NOUNS)})"
+# Trailing words that add nothing: "... from your memory, please." Stripped one
+# phrase at a time from the right, longest first, without a regular expression:
+# the pattern this replaces nested `\s*[,;]?\s*` inside `(...)+` and took
+# exponential time on "forget please please ... x" (issue 13, finding 1).
+_TAIL_PHRASES = sorted(
+    {f"{prep} {owner}{noun}" for prep in ("from", "out of", "in") for owner in _MEMORY_OWNERS for noun in _MEMORY_NOUNS}
+    | {"please", "pls", "thanks", "thank you", "for me", "for good", "forever", "permanently", "completely"}
+    | {"entirely", "now", "right now"},
+    key=len,
+    reverse=True,
 )
-_END_PUNCT = re.compile(r"[\s.!?]+$")
+_END_CHARS = ".!?"
 
 _HEAD = re.compile(rf"^\s*{_POLITE}{_VERB}\b\s*(?P<rest>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -185,9 +192,33 @@ def parse_deletion_request(text: str) -> DeletionSelection | None:
     return None
 
 
+def _strip_end_punct(text: str) -> str:
+    """`text` without trailing whitespace and . ! ? (a loop, linear in the length)."""
+    end = len(text)
+    while end and (text[end - 1].isspace() or text[end - 1] in _END_CHARS):
+        end -= 1
+    return text[:end]
+
+
 def _strip_tail(text: str) -> str:
-    text = _END_PUNCT.sub("", text.strip())
-    return _END_PUNCT.sub("", _TAIL.sub("", text)).strip()
+    """`text` without trailing filler ("..., from your memory please.").
+
+    Each step removes one phrase of `_TAIL_PHRASES` that ends the text and
+    starts a word, with the spaces and at most one comma or semicolon before
+    it; each step shortens the text, and a step costs a bounded number of
+    comparisons, so the whole strip is linear in the length.
+    """
+    text = _strip_end_punct(text.strip())
+    end = len(text)
+    while end:
+        phrase = next((p for p in _TAIL_PHRASES if text[max(end - len(p), 0) : end].lower() == p), None)
+        start = end - len(phrase) if phrase else 0
+        if phrase is None or (start and not (text[start - 1].isspace() or text[start - 1] in ",;")):
+            break
+        end = len(text[:start].rstrip())
+        if end and text[end - 1] in ",;":
+            end = len(text[: end - 1].rstrip())
+    return _strip_end_punct(text[:end]).strip()
 
 
 def _selection(kind: str, topic: str) -> DeletionSelection | None:

@@ -4,6 +4,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Substr
@@ -62,20 +63,26 @@ def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> 
     """For each member that is not a root, one shortest path [root, ..., member].
 
     Breadth-first from all roots at once, visiting ids in ascending order, so
-    the answer is deterministic.
+    the answer is deterministic. At most DELLM_MAX_EXPLANATION_PATHS members
+    get a path, the nearest first: in a long chain the paths' total length
+    grows with the square of its length, and a preview or a dependents answer
+    must stay bounded (their `count`/`total` still say how many there are).
     """
+    limit = settings.DELLM_MAX_EXPLANATION_PATHS
     children: dict[int, list[int]] = {}
     edges = ContextEdge.objects.filter(owner_id=owner_id, source_id__in=members, target_id__in=members)
     for source, target in edges.order_by("source_id", "target_id").values_list("source_id", "target_id"):
         children.setdefault(source, []).append(target)
     parent: dict[int, int | None] = {root: None for root in sorted(set(roots))}
     queue = deque(parent)
-    while queue:
+    found = 0
+    while queue and found < limit:
         node = queue.popleft()
         for child in children.get(node, ()):
-            if child not in parent:
+            if child not in parent and found < limit:
                 parent[child] = node
                 queue.append(child)
+                found += 1
     paths = {}
     for node in parent:
         if parent[node] is None:
@@ -157,14 +164,25 @@ class Dependent:
     path: list[int]
 
 
-def message_dependents(*, owner: User, message_id: int, depth: int | None = None) -> list[Dependent]:
-    """Dep(m) minus m, in sequence order, each with one shortest path from m."""
+@dataclass(frozen=True)
+class Dependents:
+    items: list[Dependent]
+    count: int  # all of Dep(m) minus m; `items` holds the nearest DELLM_MAX_EXPLANATION_PATHS
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.items) < self.count
+
+
+def message_dependents(*, owner: User, message_id: int, depth: int | None = None) -> Dependents:
+    """Dep(m) minus m: the nearest ones in sequence order, each with one shortest path from m, and the count."""
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
     members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
     paths = explanation_paths(owner_id=owner.pk, roots=[message_id], members=members)
     rows = Message.objects.filter(owner=owner, pk__in=paths).order_by("seq").values_list("pk", "seq", "role", "status")
-    return [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
+    listed = [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
+    return Dependents(items=listed, count=len(members - {message_id}))
 
 
 LABEL_CHARS = 40
@@ -186,13 +204,49 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
     )
 
 
-def graph_edges(*, owner: User, nodes: QuerySet[Message]) -> QuerySet[ContextEdge]:
+def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[Message]) -> QuerySet[ContextEdge]:
     """Edges with both ends among `nodes` (two queries, whatever their number)."""
     # The ids are read first: given as a subquery on both ends, PostgreSQL may
     # plan a nested loop that takes seconds on a few thousand messages.
-    ids = list(nodes.values_list("pk", flat=True))
+    ids = [node.pk for node in nodes] if isinstance(nodes, list) else list(nodes.values_list("pk", flat=True))
     return (
         ContextEdge.objects.filter(owner=owner, source_id__in=ids, target_id__in=ids)
         .only("id", "source_id", "target_id", "rank", "score")
         .order_by("target_id", "rank", "source_id")
+    )
+
+
+@dataclass(frozen=True)
+class GraphWindow:
+    nodes: list[Message]  # in sequence order
+    edges: list[ContextEdge]
+    total: int  # messages matching the filters
+    older: bool  # messages older than the window exist
+    edges_capped: bool
+
+
+def graph_window(
+    *,
+    owner: User,
+    thread_id: int | None = None,
+    include_deleted: bool = False,
+    before: int | None = None,
+    limit: int,
+    max_edges: int,
+) -> GraphWindow:
+    """The newest `limit` messages (older than seq `before`, when given) and at most `max_edges` edges among them.
+
+    A heavy history opens as a window: the response and the page that draws it
+    stay bounded whatever the history's size.
+    """
+    nodes = graph_nodes(owner=owner, thread_id=thread_id, include_deleted=include_deleted)
+    total = nodes.count()
+    if before is not None:
+        nodes = nodes.filter(seq__lt=before)
+    window = list(nodes.order_by("-seq")[: limit + 1])
+    older = len(window) > limit
+    window = window[:limit][::-1]
+    edges = list(graph_edges(owner=owner, nodes=window)[: max_edges + 1])
+    return GraphWindow(
+        nodes=window, edges=edges[:max_edges], total=total, older=older, edges_capped=len(edges) > max_edges
     )

@@ -1,11 +1,16 @@
 """JSON shapes of deletions, dependents, the graph and the export (API.md)."""
 
+from django.conf import settings
 from rest_framework import serializers
 
 from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
 from provenance.selectors import LABEL_CHARS
+
+# The recursive CTE compares depth with a PostgreSQL integer: a larger value
+# overflowed into a 500. No history is that deep anyway.
+MAX_DEPTH = 2**31 - 1
 
 
 class TaintCheckSerializer(serializers.Serializer):
@@ -119,7 +124,10 @@ class DeletionInputSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=DeletionRequest.Mode.choices)
     expire_at = serializers.DateTimeField(required=False, allow_null=True, help_text="ISO-8601; `expire` only.")
     depth = serializers.IntegerField(
-        required=False, allow_null=True, help_text="Taint level limit, >= 0; omit for the full Dep(M)."
+        required=False,
+        allow_null=True,
+        max_value=MAX_DEPTH,
+        help_text="Taint level limit, >= 0; omit for the full Dep(M).",
     )
 
 
@@ -133,18 +141,39 @@ class DependentSerializer(serializers.Serializer):
 
 class DependentsSerializer(serializers.Serializer):
     root = serializers.IntegerField()  # type: ignore[assignment]
-    dependents = DependentSerializer(many=True)
-    count = serializers.IntegerField()
+    dependents = DependentSerializer(
+        many=True, help_text="The nearest DELLM_MAX_EXPLANATION_PATHS dependents, in sequence order."
+    )
+    count = serializers.IntegerField(help_text="All of Dep(m) minus m.")
+    truncated = serializers.BooleanField(help_text="True when `dependents` lists fewer than `count`.")
 
 
 class DependentsQuerySerializer(serializers.Serializer):
-    depth = serializers.IntegerField(required=False, min_value=0, help_text="Taint level limit; default none.")
+    depth = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_DEPTH, help_text="Taint level limit; default none."
+    )
 
 
 class GraphQuerySerializer(serializers.Serializer):
     thread = serializers.IntegerField(required=False, help_text="Only this thread's messages.")
     include_deleted = serializers.BooleanField(
         required=False, default=False, help_text="Also show deleted, purged messages."
+    )
+    before = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_DEPTH, help_text="Only messages with a smaller `seq` (older)."
+    )
+    limit = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=settings.DELLM_GRAPH_MAX_NODES,
+        help_text="Messages in the window (default DELLM_GRAPH_WINDOW, at most DELLM_GRAPH_MAX_NODES).",
+    )
+
+
+class DeletionListQuerySerializer(serializers.Serializer):
+    page = serializers.IntegerField(required=False, min_value=1, help_text="Page number (Link header: next, prev).")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=settings.DELLM_MAX_PAGE_SIZE, help_text="Deletions per page."
     )
 
 
@@ -186,10 +215,13 @@ class EdgeSerializer(serializers.Serializer):
 
 
 class GraphSerializer(serializers.Serializer):
-    """Cytoscape.js elements."""
+    """Cytoscape.js elements: a window of the newest messages, and the edges among them."""
 
     nodes = NodeSerializer(many=True)
     edges = EdgeSerializer(many=True)
+    total = serializers.IntegerField(help_text="Messages matching the filters, in or out of the window.")
+    truncated = serializers.BooleanField(help_text="Older messages, or edges past DELLM_GRAPH_MAX_EDGES, left out.")
+    next = serializers.URLField(allow_null=True, help_text="The window of older messages (`before=`), or null.")
 
 
 class ExportEdgeSerializer(serializers.Serializer):

@@ -8,7 +8,7 @@ Audit rows carry ids, counts and kinds, never message text or query text.
 
 import logging
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -275,10 +275,15 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by: User) -> 
 def _after_commit(deletion: DeletionRequest) -> None:
     if deletion.status == Status.EXECUTED and deletion.mode != Mode.SOFT and deletion.deleted_ids:
         transaction.on_commit(lambda: vacuum_messages_task.delay())
+    # Only a near expiry gets its own timer: a task with a far eta would sit in
+    # the worker's memory, redelivered every visibility timeout, for years.
+    # Beat's `deletions_fire_due` (every 30 s) fires the others when due.
+    horizon = timedelta(seconds=settings.DELLM_EXPIRY_TIMER_HORIZON)
     if deletion.status == Status.SCHEDULED:
         eta = deletion.expire_at
         assert eta is not None  # every scheduled deletion has its time
-        transaction.on_commit(lambda: deletion_fire_task.apply_async(kwargs={"deletion_id": deletion.pk}, eta=eta))
+        if eta <= timezone.now() + horizon:
+            transaction.on_commit(lambda: deletion_fire_task.apply_async(kwargs={"deletion_id": deletion.pk}, eta=eta))
 
 
 def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionRequest | None:

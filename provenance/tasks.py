@@ -40,3 +40,11 @@ def vacuum_messages_task() -> None:
         cursor.execute(f"VACUUM (ANALYZE) {Message._meta.db_table}")
     # A literal line: the log filter withholds non-id arguments.
     logger.info("vacuumed chat_message after a purge")
+
+
+@shared_task(name="provenance.search_index_scrub")
+def search_index_scrub_task() -> None:
+    """Beat: drop purged words from the full-text index (provenance/scrub.py)."""
+    from provenance.scrub import search_index_rebuild
+
+    search_index_rebuild()

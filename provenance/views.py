@@ -1,24 +1,32 @@
 """HTTP API for deletions, provenance and export. Each view: validate -> one service or selector -> serialize."""
 
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
+from django.conf import settings
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors as chat_selectors
-from dellm_site.api import errors
+from chat.serializers import MessageSerializer, ThreadSerializer
+from dellm_site.api import CostThrottle, LinkHeaderPagination, errors
 from dellm_site.errors import ValidationFailed
 from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
 from provenance.requests import resolve_deletion_request
 from provenance.serializers import (
     DeletionInputSerializer,
+    DeletionListQuerySerializer,
     DeletionSerializer,
     DependentsQuerySerializer,
     DependentsSerializer,
+    ExportEdgeSerializer,
     ExportSerializer,
     GraphQuerySerializer,
     GraphSerializer,
@@ -46,15 +54,24 @@ def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
 
 
 class DeletionListView(APIView):
-    @extend_schema(responses={200: DeletionSerializer(many=True), **errors()}, summary="The caller's deletion history")
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "deletion_preview"}
+
+    @extend_schema(
+        parameters=[DeletionListQuerySerializer],
+        responses={200: DeletionSerializer(many=True), **errors(400, 404)},
+        summary="The caller's deletion history, newest first, a page at a time (Link header)",
+    )
     def get(self, request: AuthenticatedRequest) -> Response:
-        return Response(DeletionSerializer(selectors.deletion_list(owner=request.user), many=True).data)
+        paginator = LinkHeaderPagination()
+        page = paginator.paginate_queryset(selectors.deletion_list(owner=request.user), request, view=self)
+        return paginator.get_paginated_response(DeletionSerializer(page, many=True).data)
 
     @extend_schema(
         request=DeletionInputSerializer,
         responses={
             201: OpenApiResponse(DeletionSerializer, description="A preview; nothing has changed yet."),
-            **errors(400, 404, 415),
+            **errors(400, 404, 415, 429),
         },
         summary="Preview a deletion",
     )
@@ -78,9 +95,12 @@ class DeletionDetailView(APIView):
 
 
 class DeletionConfirmView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "deletion_action"}
+
     @extend_schema(
         request=None,
-        responses={200: DeletionSerializer, **errors(404, 409)},
+        responses={200: DeletionSerializer, **errors(404, 409, 429)},
         summary="Confirm a previewed deletion (executes it, or schedules an expiry)",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
@@ -91,9 +111,12 @@ class DeletionConfirmView(APIView):
 
 
 class DeletionCancelView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "deletion_action"}
+
     @extend_schema(
         request=None,
-        responses={200: DeletionSerializer, **errors(404, 409)},
+        responses={200: DeletionSerializer, **errors(404, 409, 429)},
         summary="Cancel a preview or a scheduled expiry",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
@@ -102,9 +125,12 @@ class DeletionCancelView(APIView):
 
 
 class DeletionUndoView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "deletion_action"}
+
     @extend_schema(
         request=None,
-        responses={200: DeletionSerializer, **errors(404, 409)},
+        responses={200: DeletionSerializer, **errors(404, 409, 429)},
         summary="Undo an executed soft deletion",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
@@ -113,44 +139,111 @@ class DeletionUndoView(APIView):
 
 
 class DependentsView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "dependents"}
+
     @extend_schema(
         parameters=[DependentsQuerySerializer],
-        responses={200: DependentsSerializer, **errors(400, 404)},
+        responses={200: DependentsSerializer, **errors(400, 404, 429)},
         summary="Dep(m) minus m, with explanation paths",
     )
     def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
         depth = _valid(DependentsQuerySerializer, request.query_params).get("depth")
-        dependents = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
-        body = {"root": message_id, "dependents": dependents, "count": len(dependents)}
+        found = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
+        body = {"root": message_id, "dependents": found.items, "count": found.count, "truncated": found.truncated}
         return Response(DependentsSerializer(body).data)
 
 
 class GraphView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "graph"}
+
     @extend_schema(
         parameters=[GraphQuerySerializer],
-        responses={200: GraphSerializer, **errors(400, 404)},
-        summary="The provenance graph as Cytoscape.js elements",
+        responses={200: GraphSerializer, **errors(400, 404, 429)},
+        summary="A window of the provenance graph as Cytoscape.js elements (the newest messages; `next` loads older)",
     )
     def get(self, request: AuthenticatedRequest) -> Response:
         query = _valid(GraphQuerySerializer, request.query_params)
-        nodes = selectors.graph_nodes(
-            owner=request.user, thread_id=query.get("thread"), include_deleted=query["include_deleted"]
+        window = selectors.graph_window(
+            owner=request.user,
+            thread_id=query.get("thread"),
+            include_deleted=query["include_deleted"],
+            before=query.get("before"),
+            limit=query.get("limit") or settings.DELLM_GRAPH_WINDOW,
+            max_edges=settings.DELLM_GRAPH_MAX_EDGES,
         )
-        edges = selectors.graph_edges(owner=request.user, nodes=nodes)
-        return Response(GraphSerializer({"nodes": nodes, "edges": edges}).data)
+        next_url = None
+        if window.older:
+            params = request.query_params.copy()
+            params["before"] = str(window.nodes[0].seq)
+            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        body = {
+            "nodes": window.nodes,
+            "edges": window.edges,
+            "total": window.total,
+            "truncated": window.older or window.edges_capped,
+            "next": next_url,
+        }
+        return Response(GraphSerializer(body).data)
 
 
 class ExportView(APIView):
-    @extend_schema(responses={200: ExportSerializer, **errors()}, summary="All of the caller's data, portable")
-    def get(self, request: AuthenticatedRequest) -> Response:
-        owner = request.user
-        messages = chat_selectors.message_list(owner=owner)
-        body = {
-            "exported_at": timezone.now(),
-            "username": owner.get_username(),
-            "threads": chat_selectors.thread_list(owner=owner),
-            "messages": chat_selectors.with_edges(list(messages)),
-            "edges": selectors.graph_edges(owner=owner, nodes=messages),
-            "deletions": selectors.deletion_list(owner=owner),
-        }
-        return Response(ExportSerializer(body).data)
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "export"}
+
+    @extend_schema(responses={200: ExportSerializer, **errors(429)}, summary="All of the caller's data, portable")
+    def get(self, request: AuthenticatedRequest) -> StreamingHttpResponse:
+        # Streamed in chunks: a history of 100,000 messages never sits in memory
+        # as one document (nor as one list of model instances).
+        response = StreamingHttpResponse(_export_chunks(owner=request.user), content_type="application/json")
+        response["Content-Disposition"] = 'attachment; filename="dellm-export.json"'
+        return response
+
+
+EXPORT_CHUNK = 500
+
+
+def _json(data: Any) -> str:
+    return JSONRenderer().render(data).decode()
+
+
+def _json_items(items: Iterator[Any]) -> Iterator[str]:
+    """A JSON array from chunks of already serialized items."""
+    yield "["
+    first = True
+    for chunk in items:
+        if chunk:
+            body = _json(chunk)[1:-1]
+            yield body if first else "," + body
+            first = False
+    yield "]"
+
+
+def _batches(iterable: Iterator[Any]) -> Iterator[list[Any]]:
+    while batch := list(islice(iterable, EXPORT_CHUNK)):
+        yield batch
+
+
+def _export_chunks(*, owner: User) -> Iterator[str]:
+    """The export document of API.md (ExportSerializer's shape), a chunk at a time."""
+    head = {"exported_at": timezone.now(), "username": owner.get_username()}
+    yield _json(head)[:-1]
+    yield ',"threads":' + _json(ThreadSerializer(chat_selectors.thread_list(owner=owner), many=True).data)
+    messages = chat_selectors.message_list(owner=owner)
+    yield ',"messages":'
+    yield from _json_items(
+        MessageSerializer(chat_selectors.with_edges(batch), many=True).data
+        for batch in _batches(messages.iterator(chunk_size=EXPORT_CHUNK))
+    )
+    yield ',"edges":'
+    edges = selectors.graph_edges(owner=owner, nodes=messages)
+    yield from _json_items(
+        ExportEdgeSerializer(batch, many=True).data for batch in _batches(edges.iterator(chunk_size=EXPORT_CHUNK))
+    )
+    yield ',"deletions":'
+    deletions = selectors.deletion_list(owner=owner)
+    yield from _json_items(
+        DeletionSerializer(batch, many=True).data for batch in _batches(deletions.iterator(chunk_size=EXPORT_CHUNK))
+    )
+    yield "}"

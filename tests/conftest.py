@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Permission
-from django.core.cache import cache
 from playwright.sync_api import sync_playwright
 from rest_framework.test import APIClient
 
@@ -17,7 +16,7 @@ from provenance import services as deletions
 from tests.browser.pages import sign_in
 from tests.factories import KEPT, SECRET, SECRET_WORD, make_edge, make_message, make_thread, make_user, unit_vector
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import Worker, client_for
+from tests.helpers import Worker, cache_clear, client_for
 
 # --- Every test ---------------------------------------------------------------
 
@@ -34,10 +33,16 @@ def _celery_eager(request):
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle():
-    """The chat throttle counts in the (in-memory) cache; each test starts with none used."""
-    cache.clear()
+    """Throttles count in the shared Redis cache; each test starts with none used (this instance's keys only)."""
+    cache_clear()
     yield
-    cache.clear()
+    cache_clear()
+
+
+@pytest.fixture
+def fast_hasher(settings):
+    """For tests that sign in dozens of times: PBKDF2 would spend a second on each."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 # --- Users and data ---------------------------------------------------------

@@ -19,9 +19,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 from pgserver._commands import POSTGRES_BIN_PATH
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from dellm_site.auth import token_create
 from dellm_site.celery import worker_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def client_for(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user)[1]}")
     return client
 
 
@@ -89,6 +89,16 @@ def pg_dump() -> str:
     if db["PORT"]:
         command += ["-p", str(db["PORT"])]
     return subprocess.run(command, check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def cache_clear() -> None:
+    """Empties this instance's part of the shared Redis cache (FLUSHDB would empty everyone's)."""
+    from django.core.cache import cache
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(client.scan_iter(match=f"{cache.key_prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 def redis_dump() -> str:

@@ -23,8 +23,8 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
+from dellm_site.auth import token_create
 from dellm_site.celery import worker_command
 from lab.bench.measure import stats
 from lab.bench.seed import sentences
@@ -74,7 +74,10 @@ def live_services(*, worker_concurrency: int = 2):
         "DELLM_CELERY_QUEUE": queue,
         # The benchmark's clients send faster than a person types.
         "DELLM_CHAT_RATE": "1000000/min",
+        "DELLM_GRAPH_RATE": "1000000/min",
         "DELLM_LOG_LEVEL": "WARNING",
+        # DEBUG is off by default: WhiteNoise serves the pages' modules from source.
+        "DELLM_STATIC_FROM_SOURCE": "true",
     }
     folder = Path(tempfile.mkdtemp(prefix="dellm-bench-live-"))
     processes = []
@@ -123,7 +126,7 @@ def _request(conn: http.client.HTTPConnection, method: str, path: str, token: st
 
 def throughput_bench(*, owners: list[int], clients: int, seconds: float, max_turns: int, seed: int = 0) -> dict:
     """N clients, each a bench user in its own thread: send a message, poll the turn until done; repeat."""
-    tokens = [Token.objects.get_or_create(user_id=owner)[0].key for owner in owners[:clients]]
+    tokens = [token_create(user=get_user_model().objects.get(pk=owner))[1] for owner in owners[:clients]]
     texts = sentences(max_turns * 2 + 2, np.random.default_rng(seed + 3))[::2]
     latencies: list[float] = []
     failures: list[str] = []

@@ -14,7 +14,6 @@ import rustworkx as rx
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from chat.embeddings import embed_one
 from chat.llm import get_responder
@@ -22,6 +21,7 @@ from chat.models import ContextEdge, Message, Thread
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
 from chat.services import turn_create, turn_run
 from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
+from dellm_site.auth import token_create
 from dellm_site.locks import owner_lock
 from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
 from provenance.selectors import dep_ids
@@ -137,7 +137,7 @@ def dep_bench(*, users, per_bucket: int, http_per_bucket: int, rng: random.Rando
             sizes.append(size)
             samples.append({"bucket": name, "size": size, "cte_ms": cte_ms, "rustworkx_ms": rx_ms})
             if index < http_per_bucket:
-                token = Token.objects.get_or_create(user_id=graph.owner_id)[0].key
+                token = token_create(user=get_user_model().objects.get(pk=graph.owner_id))[1]
                 url = f"/api/messages/{root}/dependents/"
                 client.get(url, HTTP_AUTHORIZATION=f"Token {token}")
                 http_ms, response = timed(lambda u=url, t=token: client.get(u, HTTP_AUTHORIZATION=f"Token {t}"))

@@ -220,7 +220,7 @@ def bench_reset() -> int:
             (MESSAGES, "owner_id"),
             (DeletionRequest._meta.db_table, "owner_id"),
             (THREADS, "owner_id"),
-            ("authtoken_token", "user_id"),
+            ("knox_authtoken", "user_id"),
         ):
             cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [ids])
         get_user_model().objects.filter(pk__in=ids).delete()

@@ -9,7 +9,6 @@ from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
-from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -17,6 +16,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from dellm_site.auth import token_create
 from dellm_site.wsgi import application
 from provenance.services import deletion_preview
 from tests.factories import make_edge, make_message
@@ -26,7 +26,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 @pytest.fixture
 def auth(owner) -> dict:
-    return {"Authorization": f"Token {Token.objects.get_or_create(user=owner)[0].key}"}
+    return {"Authorization": f"Token {token_create(user=owner)[1]}"}
 
 
 @pytest.fixture

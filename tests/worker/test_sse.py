@@ -2,8 +2,8 @@ import json
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
+from dellm_site.auth import token_create
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -24,7 +24,7 @@ def test_events_stream_status_tokens_then_the_reply(start_worker, live_server, o
     with FakeOpenAI(default_text=text, chunk_delay=0.15) as fake:
         start_worker({"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"})
         client = httpx.Client(
-            base_url=live_server.url, headers={"Authorization": f"Token {Token.objects.create(user=owner).key}"}
+            base_url=live_server.url, headers={"Authorization": f"Token {token_create(user=owner)[1]}"}
         )
         posted = client.post(f"/api/threads/{thread.pk}/messages/", json={"content": "Say something."})
         assert posted.status_code == 202
@@ -47,7 +47,7 @@ def test_events_of_another_users_turn_are_not_found(live_server, owner, other_ow
     from chat import services
 
     turn = services.turn_create(thread=thread, content="mine", enqueue=False)
-    token = Token.objects.create(user=other_owner).key
+    token = token_create(user=other_owner)[1]
     response = httpx.get(
         f"{live_server.url}/api/turns/{turn.pk}/events/",
         headers={"Authorization": f"Token {token}", "Accept": "text/event-stream"},

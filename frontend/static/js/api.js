@@ -67,7 +67,8 @@ export const api = {
   dependents: (id) => get(`/api/messages/${id}/dependents/`),
   graph: ({ thread, includeDeleted } = {}) =>
     get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
-  deletions: () => get("/api/deletions/"),
+  // The newest page of the history (the list is paginated: Link header for more).
+  deletions: () => get("/api/deletions/?page_size=200"),
   previewDeletion: (body) => post("/api/deletions/", body),
   confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),

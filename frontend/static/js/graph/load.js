@@ -23,6 +23,10 @@ export async function load(x, { keepView = false } = {}) {
   }
   const fetched = performance.now();
   render(x, graph, { keepView });
+  if (graph.truncated && graph.total > graph.nodes.length) {
+    // The API opens a heavy history as a window of its newest messages.
+    showNotice(x, `Showing the newest ${graph.nodes.length} of ${graph.total} messages: pick a thread to focus on it.`);
+  }
   if (x.dom.searchInput.value) search(x, x.dom.searchInput.value);
   x.timings = { fetch: Math.round(fetched - started), ...x.timings };
   return ready(x, started);

@@ -1,0 +1,116 @@
+"""API tokens and sign-in protection (issue 13, findings 2 and 8).
+
+Tokens are django-rest-knox tokens: stored as a SHA-512 digest (the admin can
+list them, nobody can read one back), expiring after `DELLM_TOKEN_TTL_HOURS`,
+revoked by sign-out and by any password change. Failed sign-ins, on the
+sign-in page, the admin login and `POST /api/auth/token/` alike, are counted by
+django-axes, which locks the username out for a cool-off period.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from axes.helpers import get_cool_off
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from knox.auth import TokenAuthentication as KnoxTokenAuthentication
+from knox.models import AuthToken
+from rest_framework import exceptions
+from rest_framework.authentication import get_authorization_header
+from rest_framework.request import Request
+
+# `Authorization: Token <t>` is DeLLM's documented scheme (API.md); `Bearer <t>`
+# is what OpenAI-compatible clients send, with the same token.
+KEYWORDS = (b"token", b"bearer")
+
+
+class TokenAuthentication(KnoxTokenAuthentication):
+    """Knox's hashed, expiring tokens under either keyword, `Token` or `Bearer`."""
+
+    def authenticate(self, request: Request) -> tuple[Any, AuthToken] | None:
+        auth = get_authorization_header(request).split()
+        if not auth or auth[0].lower() not in KEYWORDS:
+            return None  # another scheme, or none: the next authentication class decides
+        if len(auth) != 2:
+            raise exceptions.AuthenticationFailed("Invalid token header: send `Token <token>` or `Bearer <token>`.")
+        return self.authenticate_credentials(auth[1])
+
+    def _cleanup_token(self, auth_token: AuthToken) -> bool:
+        # Knox also loads and prunes every other token of the user on each
+        # request (one more query per API call); an expired token is refused
+        # here and pruned at the next sign-in (token_create), which is enough.
+        if auth_token.expiry is not None and auth_token.expiry < timezone.now():
+            auth_token.delete()
+            return True
+        return False
+
+
+def token_create(*, user: AbstractBaseUser) -> tuple[AuthToken, str]:
+    """A new API token for `user`: the stored row and the only copy of its secret.
+
+    Prunes the user's expired tokens, and the oldest beyond
+    DELLM_TOKEN_LIMIT_PER_USER, so a user's tokens stay a bounded list.
+    """
+    AuthToken.objects.filter(user_id=user.pk, expiry__lt=timezone.now()).delete()
+    created = AuthToken.objects.create(user=user)
+    keep = AuthToken.objects.filter(user_id=user.pk).order_by("-created", "-pk")[: settings.DELLM_TOKEN_LIMIT_PER_USER]
+    AuthToken.objects.filter(user_id=user.pk).exclude(pk__in=list(keep.values_list("pk", flat=True))).delete()
+    return created
+
+
+class RevokeTokensOnPasswordChange:
+    """Signs out every API token of a user whose password changes.
+
+    Django calls `password_changed()` of each entry of AUTH_PASSWORD_VALIDATORS
+    from `AbstractBaseUser.save()` after `set_password()`, on every path that
+    changes a password (the admin, the password-change page, `changepassword`,
+    code): the one hook they all share. It validates nothing.
+    """
+
+    def validate(self, password: str, user: AbstractBaseUser | None = None) -> None:
+        return None
+
+    def password_changed(self, password: str, user: AbstractBaseUser | None = None) -> None:
+        if user is not None and user.pk is not None:
+            AuthToken.objects.filter(user_id=user.pk).delete()
+
+    def get_help_text(self) -> str:
+        return ""
+
+
+def lockout_response(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict | None = None
+) -> HttpResponse:
+    """django-axes' answer to a locked-out sign-in: JSON under /api/, a page elsewhere (429 both)."""
+    cool_off = get_cool_off(request)
+    minutes = max(1, int(cool_off.total_seconds() // 60)) if isinstance(cool_off, timedelta) else None
+    wait = f"in {minutes} minute{'s' if minutes != 1 else ''}" if minutes else "later"
+    message = f"Too many failed sign-ins for this account; try again {wait}."
+    headers = {"Retry-After": str(int(cool_off.total_seconds()))} if isinstance(cool_off, timedelta) else {}
+    if request.path.startswith("/api/"):
+        from dellm_site.api import error_body
+
+        return JsonResponse(error_body("locked_out", message), status=429, headers=headers)
+    response = render(request, "registration/locked_out.html", {"message": message}, status=429)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+class TokenScheme(OpenApiAuthenticationExtension):
+    """The OpenAPI security scheme of `TokenAuthentication` (the name drf-spectacular gave DRF's token auth)."""
+
+    target_class = "dellm_site.auth.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": 'A token from POST /api/auth/token/, sent as "Token <token>" or "Bearer <token>".',
+        }
