@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from dellm_site import embedded
+from dellm_site import embedded, redis_ns
 from dellm_site.env import env_bool, env_choice, env_float, env_int, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -44,6 +44,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dellm_site.middleware.ContentSecurityPolicyMiddleware",
+    # A database outage answers 503 + Retry-After (dellm_site/overload.py).
+    "dellm_site.overload.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "dellm_site.urls"
@@ -66,7 +68,25 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=60)}
+# A bounded psycopg pool per process (Django 5.2): a burst of requests waits up
+# to DELLM_DB_POOL_TIMEOUT seconds for a connection and then gets a 503 with
+# Retry-After (dellm_site/overload.py), instead of opening connections until
+# PostgreSQL refuses everyone. Size it against `max_connections`: see
+# `.env.example` ("Connection budget") and README ("Running it for real").
+DELLM_DB_POOL = env_bool("DELLM_DB_POOL", True)
+DELLM_DB_POOL_MIN = env_int("DELLM_DB_POOL_MIN", 0)
+# Per web process (its requests run in threads; each holds one connection while it runs).
+DELLM_DB_POOL_MAX = env_int("DELLM_DB_POOL_MAX", 20)
+# Per Celery worker child (dellm_site/celery.py): a child runs one task at a time.
+DELLM_WORKER_DB_POOL_MAX = env_int("DELLM_WORKER_DB_POOL_MAX", 2)
+DELLM_DB_POOL_TIMEOUT = env_float("DELLM_DB_POOL_TIMEOUT", 5.0)
+DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=0 if DELLM_DB_POOL else 60)}
+if DELLM_DB_POOL:
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": DELLM_DB_POOL_MIN,
+        "max_size": DELLM_DB_POOL_MAX,
+        "timeout": DELLM_DB_POOL_TIMEOUT,
+    }
 # A socket directory given as `?host=` lands in OPTIONS; dbshell and pg_dump
 # read HOST, so move it there.
 if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"]:
@@ -103,7 +123,17 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = embedded.redis_url()
+# Every Redis key and channel of this instance (Celery queues and their
+# bookkeeping, turn channels, stream slots) starts with this prefix, so
+# instances sharing one Redis never see each other's work (dellm_site/redis_ns.py).
+DELLM_REDIS_PREFIX = redis_ns.instance_prefix(DATABASES["default"])
+# TLS (`rediss://` URLs): the CA bundle that signs the server's certificate;
+# unset, the system's trust store. A password goes in the URL (`rediss://:secret@host:6380/0`).
+DELLM_REDIS_CA_FILE = env_str("DELLM_REDIS_CA_FILE")
+DELLM_REDIS_OPTIONS = redis_ns.client_options(REDIS_URL, ca_file=DELLM_REDIS_CA_FILE)
 CELERY_BROKER_URL = REDIS_URL
+if REDIS_URL.startswith("rediss://"):
+    CELERY_BROKER_USE_SSL = DELLM_REDIS_OPTIONS
 # Task results are never read back: turns record their outcome in the database,
 # and a result store would be one more place where content could linger.
 CELERY_TASK_IGNORE_RESULT = True
@@ -120,20 +150,40 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = env_str("DELLM_CELERY_QUEUE", "dellm")
 # A task whose worker died unacknowledged is handed out again after this long
 # (a pool child killed mid-task is requeued at once: reject_on_worker_lost).
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600),
+    **redis_ns.celery_transport_options(DELLM_REDIS_PREFIX),
+}
 CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
     # timer was lost (broker flushed, worker down at the time).
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
     # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
+    # Turns whose task was lost or gave up (database outage, worker killed
+    # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
+    "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
 }
+# A turn pending or running with no progress for this long counts as stuck.
+DELLM_TURN_STUCK_AFTER = env_float("DELLM_TURN_STUCK_AFTER", 600.0)
+# Attempts (task runs) a turn gets before the sweep fails it instead of re-running it.
+DELLM_TURN_MAX_ATTEMPTS = env_int("DELLM_TURN_MAX_ATTEMPTS", 3)
+# Transient database errors (connection lost, server full, pool timeout) in a
+# task: retried with backoff DELLM_DB_RETRY_BACKOFF * 2**n seconds (jittered, at most 60).
+DELLM_DB_MAX_RETRIES = env_int("DELLM_DB_MAX_RETRIES", 5)
+DELLM_DB_RETRY_BACKOFF = env_float("DELLM_DB_RETRY_BACKOFF", 1.0)
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
 DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
 DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 # How long one Server-Sent Events stream for a turn may stay open.
 DELLM_SSE_TIMEOUT = env_float("DELLM_SSE_TIMEOUT", 300.0)
+# Open streams per user (counted in Redis, each slot expiring on its own); one more gets a JSON 429.
+DELLM_MAX_STREAMS_PER_USER = env_int("DELLM_MAX_STREAMS_PER_USER", 8)
+# Redis connections one web process may open (each open turn stream holds one).
+DELLM_REDIS_MAX_CONNECTIONS = env_int("DELLM_REDIS_MAX_CONNECTIONS", 5000)
+# An open stream re-reads its turn this often even without news (a lost pub/sub message costs at most this).
+DELLM_SSE_RECHECK = env_float("DELLM_SSE_RECHECK", 30.0)
 
 # --- DeLLM ------------------------------------------------------------------
 DELLM_LLM = env_choice(
