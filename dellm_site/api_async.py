@@ -7,11 +7,12 @@ token), and answers errors through the project's DRF exception handler, so a
 client cannot tell the two kinds of view apart.
 """
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
@@ -25,7 +26,8 @@ def authenticate(request: HttpRequest) -> AbstractBaseUser:
     (with the first authenticator's `WWW-Authenticate` challenge) for none.
     Synchronous: it may read the session or the token table.
     """
-    authenticators = [auth() for auth in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    classes = cast(list[type[BaseAuthentication]], api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+    authenticators = [auth() for auth in classes]
     drf_request = Request(request, authenticators=authenticators)
     user = drf_request.user
     if user is None or not user.is_authenticated:

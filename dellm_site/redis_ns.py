@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import ssl
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -19,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-def instance_prefix(database: dict[str, Any]) -> str:
+def instance_prefix(database: Mapping[str, Any]) -> str:
     """`DELLM_REDIS_PREFIX`, else `dellm-` and a digest of the database's host, port and name.
 
     The result is exported back into the environment, so child processes (a

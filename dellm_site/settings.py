@@ -82,7 +82,7 @@ DELLM_WORKER_DB_POOL_MAX = env_int("DELLM_WORKER_DB_POOL_MAX", 2)
 DELLM_DB_POOL_TIMEOUT = env_float("DELLM_DB_POOL_TIMEOUT", 5.0)
 DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=0 if DELLM_DB_POOL else 60)}
 if DELLM_DB_POOL:
-    DATABASES["default"]["OPTIONS"]["pool"] = {
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": DELLM_DB_POOL_MIN,
         "max_size": DELLM_DB_POOL_MAX,
         "timeout": DELLM_DB_POOL_TIMEOUT,
