@@ -10,7 +10,7 @@ from chat import services, tasks
 from chat.models import Turn
 from chat.streams import channel
 from dellm_site.celery import app as celery_app
-from tests.worker.conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
