@@ -23,11 +23,12 @@ async stream there, so events arrive together at the end.
 import logging
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import close_old_connections, connection
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -68,15 +69,15 @@ def _briefly_on_db(fn: Callable[P, R]) -> Callable[P, Any]:
 
 
 @_briefly_on_db
-def _owner_of(request: HttpRequest, turn_id: int) -> int:
-    user = authenticate(request)
-    selectors.turn_get(owner=user.pk, turn_id=turn_id)
-    return int(user.pk)
+def _owner_of(request: HttpRequest, turn_id: int) -> User:
+    user = cast(User, authenticate(request))
+    selectors.turn_get(owner=user, turn_id=turn_id)
+    return user
 
 
 @_briefly_on_db
-def _turn_state(owner_id: int, turn_id: int) -> tuple[str, dict[str, Any]]:
-    turn = selectors.turn_get(owner=owner_id, turn_id=turn_id)
+def _turn_state(owner: User, turn_id: int) -> tuple[str, dict[str, Any]]:
+    turn = selectors.turn_get(owner=owner, turn_id=turn_id)
     return turn.status, dict(TurnSerializer(turn).data)
 
 
@@ -88,9 +89,10 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
     if request.method != "GET":
         return error_response(exceptions.MethodNotAllowed(request.method or ""))
     try:
-        owner_id = await _owner_of(request, turn_id)
+        owner = await _owner_of(request, turn_id)
     except Exception as exc:  # the same answers as a DRF view: 401, 404, 503 ...
         return error_response(exc)
+    owner_id = int(owner.pk)
     try:
         slot = await stream_slot_acquire(owner_id)
     except redis.RedisError as exc:
@@ -111,7 +113,7 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
     response = StreamingHttpResponse(
         turn_event_stream(
             turn_id=turn_id,
-            load=lambda: _turn_state(owner_id, turn_id),
+            load=lambda: _turn_state(owner, turn_id),
             timeout=settings.DELLM_SSE_TIMEOUT,
             recheck=settings.DELLM_SSE_RECHECK,
             on_close=release,

@@ -141,8 +141,8 @@ def test_an_outcome_committed_right_after_the_first_read_still_arrives(owner, th
         Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.FAILED, error="stopped")
         turn_publish(turn.pk, "changed", {})
 
-    async def read_then_finish(owner_id: int, turn_id: int):
-        state = await read(owner_id, turn_id)
+    async def read_then_finish(owner, turn_id: int):
+        state = await read(owner, turn_id)
         reads.append(state[0])
         if len(reads) == 1:
             await sync_to_async(finish)()
