@@ -2,6 +2,7 @@
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -121,6 +122,10 @@ class _ContextChanged(Exception):
     pass
 
 
+class _AlreadyFinished(Exception):
+    pass
+
+
 def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding: list[float] | None) -> Message:
     """Commit a reply and its edges only if the whole context is still live.
 
@@ -139,6 +144,10 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
         )
         if live != needed:
             raise _ContextChanged
+        # Another run of this turn (a redelivered task, the stuck-turn sweep)
+        # may have committed first; the owner's lock orders the two.
+        if not Turn.objects.filter(pk=turn.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).exists():
+            raise _AlreadyFinished
         reply = Message.objects.create(
             owner_id=turn.owner_id,
             thread_id=user_message.thread_id,
@@ -181,6 +190,7 @@ def turn_run(
     turn_id: int,
     on_token: Callable[[str], None] | None = None,
     on_rebuild: Callable[[], None] | None = None,
+    on_running: Callable[[], None] | None = None,
 ) -> Turn | None:
     """Generate and commit the reply of a turn.
 
@@ -190,7 +200,9 @@ def turn_run(
     (at most DELLM_TURN_MAX_REBUILDS times; `on_rebuild` tells a streaming
     client to drop the tokens it was sent). Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
-    Safe to run twice: a turn that is already done is returned unchanged.
+    `on_running` is called once the turn is marked running.
+    Safe to run twice: a turn that is already done is returned unchanged, and
+    of two runs racing (a redelivered task, the sweep) only one reply commits.
     """
     updated = Turn.objects.filter(pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
         status=Turn.Status.RUNNING, attempts=F("attempts") + 1, updated_at=timezone.now()
@@ -198,6 +210,8 @@ def turn_run(
     turn = Turn.objects.select_related("user_message").filter(pk=turn_id).first()
     if turn is None or not updated:
         return turn
+    if on_running is not None:
+        on_running()
     responder = get_responder()
     for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
         message = message_embed(message_id=turn.user_message_id)
@@ -223,6 +237,9 @@ def turn_run(
             text = "(The model returned an empty reply.)"
         try:
             _reply_commit(turn=turn, context=context, text=text, embedding=embed_one(text))
+        except _AlreadyFinished:
+            logger.info("turn %s: finished by another run; this reply is dropped", turn.pk)
+            return Turn.objects.filter(pk=turn.pk).first()
         except _ContextChanged:
             logger.info("turn %s: context changed during generation, rebuilding", turn.pk)
             if on_rebuild is not None:
@@ -257,3 +274,32 @@ def turn_retry(*, turn_id: int) -> Turn:
         transaction.on_commit(lambda: _enqueue_turn(turn.pk))
     turn.refresh_from_db()
     return turn
+
+
+def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
+    """Re-run or fail turns that made no progress for DELLM_TURN_STUCK_AFTER seconds.
+
+    A turn whose task was lost (broker flushed, retries spent on a database
+    outage, worker killed twice) would otherwise wait forever. One with fewer
+    than DELLM_TURN_MAX_ATTEMPTS attempts goes back to pending and is enqueued
+    again; the others fail with a reason, keeping the user's message (they
+    can retry). Each change is a conditional UPDATE on the stale row, so a
+    turn that moved in the meantime is left alone, and two sweeps do not
+    both re-enqueue.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.DELLM_TURN_STUCK_AFTER)
+    stuck = Turn.objects.filter(status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff)
+    swept: dict[str, list[int]] = {"rerun": [], "failed": []}
+    for turn_id, attempts in stuck.order_by("pk").values_list("pk", "attempts"):
+        row = Turn.objects.filter(
+            pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff
+        )
+        if attempts >= settings.DELLM_TURN_MAX_ATTEMPTS:
+            error = f"The reply could not be generated after {attempts} attempts; please retry."
+            if row.update(status=Turn.Status.FAILED, error=error, updated_at=now):
+                swept["failed"].append(turn_id)
+        elif row.update(status=Turn.Status.PENDING, updated_at=now):
+            swept["rerun"].append(turn_id)
+            _enqueue_turn(turn_id)
+    return swept

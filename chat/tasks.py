@@ -11,6 +11,7 @@ from django.conf import settings
 
 from chat.streams import turn_publish
 from dellm_site.errors import UpstreamFailed
+from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry, database_retry_options
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,11 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
             turn_id=turn_id,
             on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
+            on_running=lambda: turn_publish(turn_id, "status", {"status": "running"}),
         )
+    except DATABASE_TRANSIENT as exc:
+        # The turn cannot even be marked failed now; past its retries the sweep re-runs or fails it.
+        database_retry(self, exc, what=f"turn {turn_id}")
     except UpstreamFailed as exc:
         retries = self.request.retries
         if exc.transient and retries < settings.DELLM_LLM_MAX_RETRIES:
@@ -46,7 +51,19 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
         turn_publish(turn_id, "changed", {})
 
 
-@shared_task(name="chat.vector_indexes_sync")
+@shared_task(name="chat.turns_sweep", **database_retry_options())
+def turns_sweep_task() -> None:
+    """Beat: turns stuck pending/running past DELLM_TURN_STUCK_AFTER are re-run, or failed past their attempts."""
+    from chat.services import turns_stuck_sweep
+
+    swept = turns_stuck_sweep()
+    if swept["rerun"] or swept["failed"]:
+        logger.warning("stuck turns: re-ran %s, failed %s", swept["rerun"], swept["failed"])
+    for turn_id in swept["failed"]:
+        turn_publish(turn_id, "changed", {})
+
+
+@shared_task(name="chat.vector_indexes_sync", **database_retry_options())
 def vector_indexes_sync_task() -> None:
     """Beat, hourly: per-owner vector indexes for heavy histories (chat/vector_indexes.py)."""
     from chat.vector_indexes import owner_vector_index_sync

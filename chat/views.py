@@ -1,16 +1,10 @@
 """HTTP API for threads, chat turns and messages. Each view: validate -> one service or selector -> serialize."""
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
 from django.db.models import QuerySet
-from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
@@ -29,7 +23,6 @@ from chat.serializers import (
     ThreadSerializer,
     TurnSerializer,
 )
-from chat.streams import turn_event_stream
 from dellm_site.api import CostThrottle, Pagination, errors
 from dellm_site.types import AuthenticatedRequest
 from provenance import services as deletions
@@ -121,50 +114,6 @@ class TurnDetailView(APIView):
     @extend_schema(responses={200: TurnSerializer, **errors(404)}, summary="A turn's status and reply")
     def get(self, request: AuthenticatedRequest, turn_id: int) -> Response:
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn_id)).data)
-
-
-class EventStreamRenderer(BaseRenderer):
-    """Lets clients ask for `text/event-stream`; errors still render as JSON text."""
-
-    media_type = "text/event-stream"
-    format = "event-stream"
-
-    def render(
-        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
-    ) -> bytes:
-        return json.dumps(data).encode()
-
-
-class TurnEventsView(APIView):
-    renderer_classes = [JSONRenderer, EventStreamRenderer]
-
-    @extend_schema(
-        responses={
-            (200, "text/event-stream"): OpenApiResponse(
-                OpenApiTypes.STR,
-                description="Events `status`, `token`, `reset`, then `reply` or `failed` (Turn JSON); "
-                "`timeout` if the turn is still unfinished after DELLM_SSE_TIMEOUT seconds.",
-            ),
-            **errors(404),
-        },
-        summary="A turn's progress as Server-Sent Events",
-    )
-    def get(self, request: AuthenticatedRequest, turn_id: int) -> StreamingHttpResponse:
-        owner = request.user
-        selectors.turn_get(owner=owner, turn_id=turn_id)
-
-        def load() -> tuple[str, dict[str, Any]]:
-            turn = selectors.turn_get(owner=owner, turn_id=turn_id)
-            return turn.status, TurnSerializer(turn).data
-
-        response = StreamingHttpResponse(
-            turn_event_stream(load=load, turn_id=turn_id, timeout=settings.DELLM_SSE_TIMEOUT),
-            content_type="text/event-stream",
-        )
-        response["Cache-Control"] = "no-cache"
-        # Tells nginx-style proxies not to buffer the stream.
-        response["X-Accel-Buffering"] = "no"
-        return response
 
 
 class TurnRetryView(APIView):

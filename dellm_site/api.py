@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView, set_rollback
 
+from dellm_site import overload
 from dellm_site.auth import token_create
 from dellm_site.errors import DomainError, ValidationFailed
 
@@ -103,6 +104,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), exc.default_code)
         detail = exc.detail if isinstance(exc.detail, str) else _joined(exc.detail)
         return Response(error_body(code, _sentence(detail)), status=exc.status_code, headers=headers)
+    if overload.database_unavailable(exc):
+        overload.log_unavailable(exc, type(context.get("view")).__name__)
+        headers = {"Retry-After": str(overload.RETRY_AFTER_SECONDS)}
+        return Response(error_body("service_unavailable", overload.MESSAGE), status=503, headers=headers)
     view = context.get("view")
     logger.exception("unhandled error in %s", type(view).__name__ if view else "api view")
     return Response(error_body("server_error", "Something went wrong on our side; please try again."), status=500)
@@ -142,6 +147,7 @@ _ERROR_TEXT = {
     415: "Unsupported media type (send JSON).",
     413: "The request body is too large.",
     429: "Too many requests (or, at sign-in, too many failed attempts: `locked_out`).",
+    503: "The database is saturated; retry after `Retry-After` seconds.",
 }
 
 

@@ -1,6 +1,47 @@
+"""The ASGI application, served by uvicorn (Procfile `web:`, README "Running it for real").
+
+Django's ASGI handler runs each request inside a `ThreadSensitiveContext`: the
+first synchronous middleware call creates a one-thread executor for that
+request, and the thread lives until the response has been sent. For the turn
+stream (chat/events.py), which may stay open for minutes, that would be one
+parked thread per open stream (tests/worker/test_sse.py measures it). Its
+requests skip the context: the few synchronous middleware steps they take
+(none touches the database for a GET) run on asgiref's shared sync thread, and
+the view does its own database work on pool threads that it hands back at once.
+"""
+
 import os
+import re
+from typing import Any
 
 from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dellm_site.settings")
-application = get_asgi_application()
+
+LONG_LIVED = re.compile(r"^/api/turns/\d+/events/$")
+
+
+class DeLLMASGIHandler(ASGIHandler):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and LONG_LIVED.match(scope.get("path", "")):
+            await self.handle(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def _application() -> Any:
+    get_asgi_application()  # django.setup()
+    from django.conf import settings
+
+    app: Any = DeLLMASGIHandler()
+    if settings.DEBUG and "django.contrib.staticfiles" in settings.INSTALLED_APPS:
+        # What runserver does in development; in production static files come
+        # from whitenoise or the proxy.
+        from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+        app = ASGIStaticFilesHandler(app)
+    return app
+
+
+application = _application()

@@ -1,12 +1,11 @@
 """DeLLM settings. Every knob is an environment variable documented in `.env.example`."""
 
-import hashlib
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
-from dellm_site import embedded
+from dellm_site import embedded, redis_ns
 from dellm_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from dellm_site.keys import persistent_secret_key
 
@@ -69,6 +68,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dellm_site.middleware.ContentSecurityPolicyMiddleware",
+    # A database outage answers 503 + Retry-After (dellm_site/overload.py).
+    "dellm_site.overload.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: turns a locked-out sign-in into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -94,7 +95,25 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=60)}
+# A bounded psycopg pool per process (Django 5.2): a burst of requests waits up
+# to DELLM_DB_POOL_TIMEOUT seconds for a connection and then gets a 503 with
+# Retry-After (dellm_site/overload.py), instead of opening connections until
+# PostgreSQL refuses everyone. Size it against `max_connections`: see
+# `.env.example` ("Connection budget") and README ("Running it for real").
+DELLM_DB_POOL = env_bool("DELLM_DB_POOL", True)
+DELLM_DB_POOL_MIN = env_int("DELLM_DB_POOL_MIN", 0)
+# Per web process (its requests run in threads; each holds one connection while it runs).
+DELLM_DB_POOL_MAX = env_int("DELLM_DB_POOL_MAX", 20)
+# Per Celery worker child (dellm_site/celery.py): a child runs one task at a time.
+DELLM_WORKER_DB_POOL_MAX = env_int("DELLM_WORKER_DB_POOL_MAX", 2)
+DELLM_DB_POOL_TIMEOUT = env_float("DELLM_DB_POOL_TIMEOUT", 5.0)
+DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=0 if DELLM_DB_POOL else 60)}
+if DELLM_DB_POOL:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": DELLM_DB_POOL_MIN,
+        "max_size": DELLM_DB_POOL_MAX,
+        "timeout": DELLM_DB_POOL_TIMEOUT,
+    }
 # A socket directory given as `?host=` lands in OPTIONS; dbshell and pg_dump
 # read HOST, so move it there.
 if not DATABASES["default"]["HOST"] and "host" in DATABASES["default"]["OPTIONS"]:
@@ -163,19 +182,27 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = embedded.redis_url()
+# Every Redis key and channel of this instance (Celery queues and their
+# bookkeeping, turn channels, stream slots) starts with this prefix, so
+# instances sharing one Redis never see each other's work (dellm_site/redis_ns.py).
+DELLM_REDIS_PREFIX = redis_ns.instance_prefix(DATABASES["default"])
+# TLS (`rediss://` URLs): the CA bundle that signs the server's certificate;
+# unset, the system's trust store. A password goes in the URL (`rediss://:secret@host:6380/0`).
+DELLM_REDIS_CA_FILE = env_str("DELLM_REDIS_CA_FILE")
+DELLM_REDIS_OPTIONS = redis_ns.client_options(REDIS_URL, ca_file=DELLM_REDIS_CA_FILE)
 CELERY_BROKER_URL = REDIS_URL
+if REDIS_URL.startswith("rediss://"):
+    CELERY_BROKER_USE_SSL = DELLM_REDIS_OPTIONS
 # One cache shared by every process (throttle counters, axes), in Redis under a
-# prefix of this instance: by default derived from the database, so instances
-# (and test runs) sharing a Redis keep apart.
-_DATABASE_IDENTITY = f"{DATABASES['default']['HOST']}:{DATABASES['default']['PORT']}/{DATABASES['default']['NAME']}"
-DELLM_CACHE_KEY_PREFIX = env_str(
-    "DELLM_CACHE_KEY_PREFIX", "dellm-" + hashlib.sha256(_DATABASE_IDENTITY.encode()).hexdigest()[:12]
-)
+# prefix of this instance: by default the instance's Redis prefix (derived from
+# the database), so instances (and test runs) sharing a Redis keep apart.
+DELLM_CACHE_KEY_PREFIX = env_str("DELLM_CACHE_KEY_PREFIX", DELLM_REDIS_PREFIX)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": DELLM_CACHE_KEY_PREFIX,
+        "OPTIONS": DELLM_REDIS_OPTIONS,
     }
 }
 # Task results are never read back: turns record their outcome in the database,
@@ -194,7 +221,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = env_str("DELLM_CELERY_QUEUE", "dellm")
 # A task whose worker died unacknowledged is handed out again after this long
 # (a pool child killed mid-task is requeued at once: reject_on_worker_lost).
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("DELLM_VISIBILITY_TIMEOUT", 3600),
+    **redis_ns.celery_transport_options(DELLM_REDIS_PREFIX),
+}
 # An expiry this close (seconds) gets its own timer task at confirmation; a
 # later one is left to beat's `fire-due-expiries`, so no task waits in a worker
 # for longer than this (keep it under the visibility timeout).
@@ -210,13 +240,30 @@ CELERY_BEAT_SCHEDULE = {
     # A GIN index keeps a purged word until rebuilt: rebuild it (concurrently)
     # when purges ran since the last time (provenance/scrub.py).
     "scrub-search-index": {"task": "provenance.search_index_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
+    # Turns whose task was lost or gave up (database outage, worker killed
+    # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
+    "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
 }
+# A turn pending or running with no progress for this long counts as stuck.
+DELLM_TURN_STUCK_AFTER = env_float("DELLM_TURN_STUCK_AFTER", 600.0)
+# Attempts (task runs) a turn gets before the sweep fails it instead of re-running it.
+DELLM_TURN_MAX_ATTEMPTS = env_int("DELLM_TURN_MAX_ATTEMPTS", 3)
+# Transient database errors (connection lost, server full, pool timeout) in a
+# task: retried with backoff DELLM_DB_RETRY_BACKOFF * 2**n seconds (jittered, at most 60).
+DELLM_DB_MAX_RETRIES = env_int("DELLM_DB_MAX_RETRIES", 5)
+DELLM_DB_RETRY_BACKOFF = env_float("DELLM_DB_RETRY_BACKOFF", 1.0)
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
 DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
 DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 # How long one Server-Sent Events stream for a turn may stay open.
 DELLM_SSE_TIMEOUT = env_float("DELLM_SSE_TIMEOUT", 300.0)
+# Open streams per user (counted in Redis, each slot expiring on its own); one more gets a JSON 429.
+DELLM_MAX_STREAMS_PER_USER = env_int("DELLM_MAX_STREAMS_PER_USER", 8)
+# Redis connections one web process may open (each open turn stream holds one).
+DELLM_REDIS_MAX_CONNECTIONS = env_int("DELLM_REDIS_MAX_CONNECTIONS", 5000)
+# An open stream re-reads its turn this often even without news (a lost pub/sub message costs at most this).
+DELLM_SSE_RECHECK = env_float("DELLM_SSE_RECHECK", 30.0)
 
 # --- DeLLM ------------------------------------------------------------------
 DELLM_LLM = env_choice(

@@ -10,26 +10,42 @@ import logging
 from celery import shared_task
 from django.db import connection
 
+from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry_options
+
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="provenance.deletion_fire")
+@shared_task(name="provenance.deletion_fire", **database_retry_options())
 def deletion_fire_task(*, deletion_id: int) -> None:
     from provenance.services import deletion_fire
 
     deletion_fire(deletion_id=deletion_id)
 
 
-@shared_task(name="provenance.deletions_fire_due")
+@shared_task(name="provenance.deletions_fire_due", **database_retry_options())
 def deletions_fire_due_task() -> None:
-    """Beat's safety net for expiries whose timer task was lost."""
+    """Beat's sweep for expiries whose timer task was lost or failed: every overdue one is fired.
+
+    One that fails for a reason other than the database being unavailable is
+    logged (ids, exception class) and does not hold back the others; it is
+    tried again on the next beat.
+    """
     from provenance.services import deletion_fire, deletions_due
 
+    failed = []
     for deletion_id in deletions_due():
-        deletion_fire(deletion_id=deletion_id)
+        try:
+            deletion_fire(deletion_id=deletion_id)
+        except DATABASE_TRANSIENT:
+            raise
+        except Exception:
+            logger.exception("deletion %s: overdue expiry failed to fire", deletion_id)
+            failed.append(deletion_id)
+    if failed:
+        logger.error("overdue expiries still scheduled: %s", failed)
 
 
-@shared_task(name="provenance.vacuum_messages")
+@shared_task(name="provenance.vacuum_messages", **database_retry_options())
 def vacuum_messages_task() -> None:
     from chat.models import Message
 

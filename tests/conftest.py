@@ -16,7 +16,7 @@ from provenance import services as deletions
 from tests.browser.pages import sign_in
 from tests.factories import KEPT, SECRET, SECRET_WORD, make_edge, make_message, make_thread, make_user, unit_vector
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import Worker, cache_clear, client_for
+from tests.helpers import AsgiServer, Worker, cache_clear, client_for
 
 # --- Every test ---------------------------------------------------------------
 
@@ -217,3 +217,22 @@ def signed_in(open_page, start_worker, transactional_db):
         return page
 
     return open_
+
+
+# --- uvicorn (marker `worker`: a real server process) -------------------------------
+
+
+@pytest.fixture
+def asgi_server(django_db_blocker, tmp_path):
+    """`asgi_server(env=None)` -> a uvicorn process serving the app on the test database; stopped afterwards."""
+    servers = []
+
+    def start(env: dict | None = None) -> AsgiServer:
+        with django_db_blocker.unblock():
+            server = AsgiServer(env=env or {}, log=tmp_path / f"uvicorn{len(servers)}.log")
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

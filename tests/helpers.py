@@ -9,7 +9,9 @@ import base64
 import contextlib
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -45,7 +47,7 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
 
 class Worker:
     def __init__(self, *, env: dict, concurrency: int, log: Path):
-        self.queue = f"dellm-test-{uuid.uuid4().hex[:8]}"
+        self.queue = env.get("DELLM_CELERY_QUEUE") or f"dellm-test-{uuid.uuid4().hex[:8]}"
         self.log = log
         db = connection.settings_dict
         environment = {
@@ -126,3 +128,66 @@ def redis_dump() -> str:
         with contextlib.suppress(ValueError):
             text += base64.b64decode(token, validate=True).decode("utf-8", "ignore")
     return text
+
+
+# --- uvicorn serving dellm_site.asgi against the test database, as `make run` and production serve it ---
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    db = connection.settings_dict
+    return f"postgresql://{db['USER']}:@/{db['NAME']}?host={db['HOST']}"
+
+
+class AsgiServer:
+    def __init__(self, *, env: dict[str, str], log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "uvicorn", "dellm_site.asgi:application",
+                "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log", "--log-level", "warning",
+            ],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "DATABASE_URL": test_database_url(),
+                "DJANGO_DEBUG": "true",
+                "DELLM_SSE_TIMEOUT": "30",
+                **env,
+            },
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self._answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"uvicorn did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def threads(self) -> int:
+        return psutil.Process(self.process.pid).num_threads()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()

@@ -90,6 +90,40 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
     if graph and "interactive" in graph:
         p50 = graph["interactive"]["p50"]
         out.append(("Graph page, 2,000 nodes, interactive <= 2 s", f"{_ms(p50)} ms (p50)", p50 <= TARGETS["graph"]))
+    out += _load_targets(results)
+    return out
+
+
+def _load_targets(results: dict) -> list[tuple[str, str, bool | None]]:
+    out = []
+    streams = results.get("streams")
+    if streams:
+        out.append(
+            (
+                f"{streams['streams']:,} concurrent turn streams on one uvicorn process: none failed, "
+                f"database connections <= its pool ({streams['pool_max']})",
+                f"{streams['failed_streams']} failed, {streams['db_connections_peak']} connections, "
+                f"{streams['kb_per_stream']:.0f} KB per stream",
+                streams["failed_streams"] == 0 and streams["db_connections_peak"] <= streams["pool_max"],
+            )
+        )
+    soak = results.get("soak")
+    if soak:
+        peak, budget = soak["db_connections_peak"], soak["db_connections_budget"]
+        out.append(
+            (
+                f"Soak, {soak['users']} users chatting while deleting/restoring/purging: 0 server errors, "
+                "every turn finished, I1 for every user, connections within the pools",
+                f"{soak['server_errors']} 5xx, {soak['unfinished_turns']} unfinished, {soak['i1_violations']} I1 "
+                f"violations, connections web {peak['web']}/{budget['web']}, "
+                f"worker {peak['worker']}/{budget['worker']}",
+                soak["server_errors"] == 0
+                and soak["unfinished_turns"] == 0
+                and soak["i1_violations"] == 0
+                and peak["web"] <= budget["web"]
+                and peak["worker"] <= budget["worker"],
+            )
+        )
     return out
 
 
@@ -314,6 +348,81 @@ def _sections(results: dict) -> list[str]:
                 "From navigation start to the explorer's `explorer:ready` event (first frame drawn with the graph, "
                 '`data-ready="true"`), `/graph/` served by runserver, Chromium 1280x800.',
             ]
+    return parts + _load_sections(results)
+
+
+def _load_sections(results: dict) -> list[str]:
+    parts = []
+    streams = results.get("streams")
+    if streams:
+        parts += [
+            "## 7. Concurrent turn streams on one web process",
+            _table(
+                [
+                    "streams",
+                    "opened",
+                    "delivered",
+                    "failed",
+                    "open all",
+                    "RSS before",
+                    "RSS held",
+                    "per stream",
+                    "threads before/held",
+                    "DB connections (pool)",
+                ],
+                [
+                    [
+                        f"{streams['streams']:,}",
+                        f"{streams['opened']:,}",
+                        f"{streams['delivered']:,}",
+                        str(streams["failed_streams"]),
+                        f"{streams['open_seconds']:.1f} s",
+                        f"{streams['rss_before_mb']:.0f} MB",
+                        f"{streams['rss_held_mb']:.0f} MB",
+                        f"{streams['kb_per_stream']:.0f} KB",
+                        f"{streams['threads_before']}/{streams['threads_held']}",
+                        f"{streams['db_connections_peak']} ({streams['pool_max']})",
+                    ]
+                ],
+            ),
+            f"{streams['users']} users, each stream waiting on a pending turn; then every turn is failed in one "
+            "UPDATE and announced on its channel, and each stream must deliver the outcome. One uvicorn process, "
+            "peak connections sampled from `pg_stat_activity` by application name.",
+        ]
+    soak = results.get("soak")
+    if soak:
+        parts += [
+            "## 8. Soak: chatting while deleting",
+            _table(
+                [
+                    "users x turns",
+                    "seconds",
+                    "requests",
+                    "5xx",
+                    "turns",
+                    "unfinished",
+                    "I1 violations",
+                    "deletions",
+                    "DB connections web/worker (pools)",
+                ],
+                [
+                    [
+                        f"{soak['users']} x {soak['turns_per_user']}",
+                        f"{soak['seconds']:.0f}",
+                        str(soak["requests"]),
+                        str(soak["server_errors"]),
+                        ", ".join(f"{k} {v}" for k, v in soak["turns"].items()),
+                        str(soak["unfinished_turns"]),
+                        str(soak["i1_violations"]),
+                        ", ".join(f"{k}: {v}" for k, v in soak["deletions"].items()),
+                        f"{soak['db_connections_peak']['web']}/{soak['db_connections_peak']['worker']} "
+                        f"({soak['db_connections_budget']['web']}/{soak['db_connections_budget']['worker']})",
+                    ]
+                ],
+            ),
+            "Each user: one client chats (each turn followed on its SSE stream), another soft-deletes, restores "
+            "and purges that user's messages at random meanwhile; uvicorn + one Celery worker on a private queue.",
+        ]
     return parts
 
 

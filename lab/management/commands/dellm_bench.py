@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
+from lab.bench.load import soak_bench, streams_bench
 from lab.bench.measure import (
     bench_users,
     dep_bench,
@@ -24,7 +25,9 @@ from lab.bench.measure import (
 )
 from lab.bench.report import report_write
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph")
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak")
+# Parts that bring their own throwaway users (lab/bench/load.py).
+SELF_CONTAINED = {"streams", "soak"}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -54,11 +57,18 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=float, default=30.0, help="Throughput run length (bounded).")
         parser.add_argument("--max-turns", type=int, default=400, help="Throughput turn budget (bounded).")
         parser.add_argument("--page-loads", type=int, default=5, help="Graph page loads.")
+        parser.add_argument("--only", default="", help="Same as --parts (e.g. --only streams,soak).")
+        parser.add_argument("--streams", type=int, default=1000, help="Concurrent SSE streams on one web process.")
+        parser.add_argument("--stream-users", type=int, default=50, help="Users the streams are spread over.")
+        parser.add_argument("--stream-pool", type=int, default=10, help="Database pool of the streams' web process.")
+        parser.add_argument("--soak-web-pool", type=int, default=20, help="Database pool of the soak's web process.")
+        parser.add_argument("--soak-users", type=int, default=50, help="Concurrent users in the soak.")
+        parser.add_argument("--soak-turns", type=int, default=4, help="Turns per soak user.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
     def handle(self, *args, **options):
-        parts = [p.strip() for p in options["parts"].split(",") if p.strip()]
+        parts = [p.strip() for p in (options["only"] or options["parts"]).split(",") if p.strip()]
         unknown = set(parts) - set(PARTS)
         if unknown:
             raise CommandError(f"Unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}.")
@@ -67,7 +77,7 @@ class Command(BaseCommand):
                 f"The graph part cannot run: {missing}. `make bench` installs both; or leave it out with --parts."
             )
         users = bench_users()
-        if not users:
+        if not users and set(parts) - SELF_CONTAINED:
             raise CommandError("No bench users: run `manage.py dellm_seed` first.")
         started = time.monotonic()
         rng = random.Random(options["seed"])
@@ -97,8 +107,10 @@ class Command(BaseCommand):
         total = sum(size for _, size in users)
         meta = {
             "command": options["command_line"] or "manage.py dellm_bench",
-            "data": f"{len(users)} bench users, {total:,} live messages (largest {users[-1][1]:,})",
-            "vectors": vectors_kind(users[-1][0]),
+            "data": f"{len(users)} bench users, {total:,} live messages (largest {users[-1][1]:,})"
+            if users
+            else "throwaway users only",
+            "vectors": vectors_kind(users[-1][0]) if users else "offline embedder",
             "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}",
             "seconds": time.monotonic() - started,
         }
@@ -111,6 +123,17 @@ class Command(BaseCommand):
 
     @staticmethod
     def _run(part, users, options, rng, nprng) -> dict:
+        if part == "streams":
+            return streams_bench(streams=options["streams"], users=options["stream_users"], pool=options["stream_pool"])
+        if part == "soak":
+            return soak_bench(
+                users=options["soak_users"],
+                turns=options["soak_turns"],
+                web_pool=options["soak_web_pool"],
+                worker_concurrency=2,
+                worker_pool=2,
+                seed=options["seed"],
+            )
         if part == "dep":
             return dep_bench(
                 users=users, per_bucket=options["samples"], http_per_bucket=options["samples"] // 2, rng=rng
