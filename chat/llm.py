@@ -32,6 +32,8 @@ class ContextItem:
     role: str
     content: str
     score: float
+    # Which signal brought it into the context: vector, lexical or both.
+    signal: str = "vector"
 
 
 def build_prompt(context: list[ContextItem], user_message: str) -> str:

@@ -3,6 +3,7 @@
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
@@ -10,6 +11,7 @@ from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
+from chat.retrieval import hybrid_retrieve
 from dellm_site.errors import NotFound, ValidationFailed
 
 _MESSAGES = Message._meta.db_table
@@ -55,18 +57,42 @@ LIMIT %(limit)s
 """
 
 
-def context_retrieve(*, message: Message, policy: str, k: int, threshold: float, window: int) -> list[ContextItem]:
+def context_retrieve(
+    *,
+    message: Message,
+    policy: str,
+    k: int,
+    threshold: float,
+    window: int,
+    lexical_floor: float | None = None,
+) -> list[ContextItem]:
     """The past messages that go into the context of the reply to `message`.
 
     Always the same owner's live messages only; `message` itself is not
-    included (the caller adds it as the query).
+    included (the caller adds it as the query). Policies: `relevant` fuses
+    similarity and full text (chat/retrieval.py), `vector` and `lexical` use
+    one signal each, `window` and `full` take recent messages, `none` nothing.
+    `threshold` is the cosine floor; `lexical_floor` the full-text one
+    (default `DELLM_LEXICAL_FLOOR`).
     """
-    # A message with nothing to embed has no neighbours by similarity.
-    if policy == "none" or (policy == "relevant" and message.embedding is None):
-        return []
     query = None if message.embedding is None else vector_literal(message.embedding)
+    if policy in ("relevant", "lexical"):
+        return hybrid_retrieve(
+            owner_id=message.owner_id,
+            exclude_id=message.id,
+            text=message.content,
+            query=query,
+            k=k,
+            threshold=threshold,
+            lexical_floor=settings.DELLM_LEXICAL_FLOOR if lexical_floor is None else lexical_floor,
+            signals="both" if policy == "relevant" else "lexical",
+            probes=IVFFLAT_PROBES,
+        )
+    # A message with nothing to embed has no neighbours by similarity.
+    if policy == "none" or (policy == "vector" and message.embedding is None):
+        return []
     params: dict[str, Any] = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
-    if policy == "relevant":
+    if policy == "vector":
         sql = _RELEVANT_SQL
         params |= {
             "exclude": message.id,
@@ -83,7 +109,7 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4])) for r in rows]
-    if policy != "relevant":
+    if policy != "vector":
         items.reverse()
     return items
 

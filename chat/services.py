@@ -88,7 +88,7 @@ def turn_create(*, thread: Thread, content: str, policy: str | None = None, enqu
     `turn_run` itself (evaluation, management commands).
     """
     policy = policy or settings.DELLM_CONTEXT_POLICY
-    if policy not in ("relevant", "window", "full", "none"):
+    if policy not in settings.DELLM_CONTEXT_POLICIES:
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
     with transaction.atomic():
         message = message_create(thread=thread, role=Message.Role.USER, content=content)
