@@ -108,7 +108,8 @@ def context_retrieve(
         cursor.execute(f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4])) for r in rows]
+    signal = "vector" if policy == "vector" else ""
+    items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4]), signal=signal) for r in rows]
     if policy != "vector":
         items.reverse()
     return items

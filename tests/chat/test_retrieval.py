@@ -1,9 +1,10 @@
 """Hybrid context retrieval (chat/retrieval.py) through `context_retrieve`, as a turn calls it."""
 
 import pytest
+from django.db import connection
 
 from chat.models import Message
-from chat.retrieval import query_terms
+from chat.retrieval import OWNER_SEARCH, query_terms
 from chat.selectors import context_retrieve
 from tests.factories import make_message, make_thread, unit_vector
 
@@ -123,3 +124,14 @@ def test_a_message_without_embedding_still_finds_words(thread, history):
     question = make_message(thread, "Rex?")
     assert retrieve(question) == [("My dog Rex chewed the sofa again.", "lexical")]
     assert retrieve(question, policy="vector") == []
+
+
+def test_the_owner_index_serves_the_full_text_side(owner, thread, history):
+    # The migration's expression must be the query's, or the planner ignores the index.
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            f"EXPLAIN SELECT id FROM chat_message WHERE {OWNER_SEARCH} @@ %s::tsquery", [f"'#{owner.pk}' & 'rex'"]
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "message_owner_search_gin" in plan
