@@ -186,7 +186,7 @@ def with_edges(messages: list[Message]) -> list[Message]:
     Each edge carries `other_status`, the status of the message at its far
     end, so a live message can leave removed neighbours out of its lists.
     """
-    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank")
+    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank", "score", "signal")
     prefetch_related_objects(
         messages,
         Prefetch(
