@@ -28,6 +28,7 @@ question's IDF mass it matches) for the lexical one.
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -143,7 +144,7 @@ def query_terms(*, owner_id: int, text: str, exclude_id: int = 0, budget: int | 
         lexemes = [lexeme for lexeme in cursor.fetchone()[0] if lexeme.isalnum()][:MAX_LEXEMES]
         if not lexemes:
             return QueryTerms(lexemes=[], idf=[])
-        params = {
+        params: dict[str, Any] = {
             "owner": owner_id,
             "exclude": exclude_id,
             "window": DF_WINDOW,
@@ -271,7 +272,7 @@ def hybrid_retrieve(
         # Nothing to match by words; keep the fused query's shape with a
         # tsquery that matches nothing, so the vector side decides alone.
         terms = QueryTerms(lexemes=[], idf=[])
-    params = {
+    params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
         "exclude": exclude_id,
@@ -324,7 +325,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
     """The owner's live messages, less `exclude`, that would enter a context on these words alone."""
     if not terms.lexemes:
         return set()
-    params = {
+    params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
         "exclude": sorted(exclude),

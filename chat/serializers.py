@@ -1,5 +1,7 @@
 """JSON shapes of threads, messages and turns (API.md). Output only; views validate input."""
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -69,8 +71,8 @@ class MessageSerializer(serializers.ModelSerializer):
         return _neighbours(message, message.derived_edges, "target_id")
 
     @extend_schema_field(ContextDetailSerializer(many=True))
-    def get_context_detail(self, message: Message) -> list[dict]:
-        return ContextDetailSerializer(_shown(message, message.context_edges), many=True).data
+    def get_context_detail(self, message: Message) -> list[dict[str, Any]]:
+        return list(ContextDetailSerializer(_shown(message, message.context_edges), many=True).data)
 
 
 class ThreadSerializer(serializers.ModelSerializer):
