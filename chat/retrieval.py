@@ -181,7 +181,7 @@ vec AS MATERIALIZED (
     SELECT id, seq, embedding <=> %(query)s::vector AS distance
     FROM chat_message
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
-      AND embedding IS NOT NULL AND %(query)s::vector IS NOT NULL
+      AND embedding IS NOT NULL AND embedding_model = %(model)s AND %(query)s::vector IS NOT NULL
     ORDER BY embedding <=> %(query)s::vector
     LIMIT %(candidates)s
 ), vrank AS MATERIALIZED (
@@ -238,7 +238,7 @@ WITH {_LEXICAL_CTE}, topk AS MATERIALIZED (
     SELECT * FROM lrank WHERE lshare >= %(lexical_floor)s::float8 ORDER BY bm25 DESC, seq DESC LIMIT %(k)s
 )
 SELECT t.id, t.seq, m.role, m.content,
-       CASE WHEN m.embedding IS NULL OR %(query)s::vector IS NULL THEN NULL
+       CASE WHEN m.embedding IS NULL OR %(query)s::vector IS NULL OR m.embedding_model <> %(model)s THEN NULL
             ELSE 1 - (m.embedding <=> %(query)s::vector) END,
        false, true, t.bm25
 FROM topk t JOIN chat_message m ON m.id = t.id
@@ -257,11 +257,12 @@ def hybrid_retrieve(
     lexical_floor: float = LEXICAL_FLOOR,
     signals: str = "both",
     probes: int = 10,
+    model: str = "",
 ) -> list[ContextItem]:
     """Top-k of the owner's live messages by fused (or lexical-only) relevance, most relevant first.
 
     `query` is the question's embedding as a vector literal (None: words
-    only); `signals` is "both" (fused) or "lexical". Each item's `score` is
+    only), compared with vectors of the same `model` only; `signals` is "both" (fused) or "lexical". Each item's `score` is
     its cosine similarity to the question (0 when either has no embedding)
     and `signal` says which floor it passed: vector, lexical or both.
     """
@@ -277,6 +278,7 @@ def hybrid_retrieve(
         "live": LIVE,
         "exclude": exclude_id,
         "query": query,
+        "model": model,
         "candidates": max(k, CANDIDATES),
         "k": k,
         "threshold": threshold,

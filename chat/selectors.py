@@ -30,7 +30,7 @@ WITH candidates AS MATERIALIZED (
     SELECT id, seq, role, content, embedding <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
-      AND embedding IS NOT NULL
+      AND embedding IS NOT NULL AND embedding_model = %(model)s
     ORDER BY embedding <=> %(query)s::vector
     LIMIT %(candidates)s
 ), topk AS MATERIALIZED (
@@ -73,7 +73,9 @@ def context_retrieve(
     similarity and full text (chat/retrieval.py), `vector` and `lexical` use
     one signal each, `window` and `full` take recent messages, `none` nothing.
     `threshold` is the cosine floor; `lexical_floor` the full-text one
-    (default `DELLM_LEXICAL_FLOOR`).
+    (default `DELLM_LEXICAL_FLOOR`). Similarity compares only vectors of the
+    question's own embedding model, so while `manage.py reembed` switches
+    models the two kinds are never mixed in one ranking.
     """
     query = None if message.embedding is None else vector_literal(message.embedding)
     if policy in ("relevant", "lexical"):
@@ -87,12 +89,14 @@ def context_retrieve(
             lexical_floor=settings.DELLM_LEXICAL_FLOOR if lexical_floor is None else lexical_floor,
             signals="both" if policy == "relevant" else "lexical",
             probes=IVFFLAT_PROBES,
+            model=message.embedding_model,
         )
     # A message with nothing to embed has no neighbours by similarity.
     if policy == "none" or (policy == "vector" and message.embedding is None):
         return []
     params: dict[str, Any] = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
     if policy == "vector":
+        params["model"] = message.embedding_model
         sql = _RELEVANT_SQL
         params |= {
             "exclude": message.id,

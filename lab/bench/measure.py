@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import rustworkx as rx
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
@@ -64,8 +65,13 @@ def nearest_user(users: list[tuple[int, int]], size: int, *, exclude=()) -> tupl
     return min(fits, key=lambda u: (abs(u[1] - size), u[0])) if fits else None
 
 
+def vectors_model(owner_id: int) -> str:
+    """The embedding model of the owner's vectors (the seed gives all of an owner's messages one)."""
+    return Message.objects.filter(owner_id=owner_id).values_list("embedding_model", flat=True).first() or ""
+
+
 def vectors_kind(owner_id: int) -> str:
-    model = Message.objects.filter(owner_id=owner_id).values_list("embedding_model", flat=True).first()
+    model = vectors_model(owner_id)
     return "random unit vectors" if model == RANDOM_MODEL else f"offline embedder ({model})"
 
 
@@ -179,7 +185,7 @@ def _recall(got: list[int], ids: np.ndarray, sims: np.ndarray, k: int) -> float:
 
 def _retrieval_run(owner_id: int, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray, k: int) -> dict:
     times, recalls, brute = [], [], []
-    probe = Message(id=0, owner_id=owner_id)
+    probe = Message(id=0, owner_id=owner_id, embedding_model=vectors_model(owner_id))
     for query in queries:
         probe.embedding = query
         context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0)
@@ -204,7 +210,7 @@ def _fused_run(owner_id: int, queries: np.ndarray, texts: list[str], k: int) -> 
     measured by `dellm_eval`'s conversational-memory section.
     """
     times = []
-    probe = Message(id=0, owner_id=owner_id)
+    probe = Message(id=0, owner_id=owner_id, embedding_model=vectors_model(owner_id))
     for query, text in zip(queries, texts, strict=True):
         probe.embedding, probe.content = query, text
         ms, _ = timed(lambda: context_retrieve(message=probe, policy="relevant", k=k, threshold=0.2, window=0))
@@ -259,7 +265,13 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
         thread = Thread.objects.filter(owner_id=owner_id).order_by("-id").first()
         store_ms, turn = timed(lambda t=thread, c=text: turn_create(thread=t, content=c, enqueue=False))
         embed_ms, vector = timed(lambda c=text: embed_one(c))
-        probe = Message(id=turn.user_message_id, owner_id=owner_id, embedding=vector)
+        probe = Message(
+            id=turn.user_message_id,
+            owner_id=owner_id,
+            embedding=vector,
+            content=text,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL,
+        )
         retrieve_ms, context = timed(
             lambda p=probe: context_retrieve(message=p, policy="relevant", k=5, threshold=0.2, window=10)
         )

@@ -85,7 +85,13 @@ def conversation_run(
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
             seq += 1
             message = Message.objects.create(
-                owner=owner, thread=thread, seq=seq, role="user", content=question.text, embedding=vector
+                owner=owner,
+                thread=thread,
+                seq=seq,
+                role="user",
+                content=question.text,
+                embedding=vector,
+                embedding_model=getattr(embedder, "model_name", ""),
             )
             evidence = [facts[key] for key in question.evidence]
             for setting in settings_list:
