@@ -262,8 +262,9 @@ def hybrid_retrieve(
     """Top-k of the owner's live messages by fused (or lexical-only) relevance, most relevant first.
 
     `query` is the question's embedding as a vector literal (None: words
-    only), compared with vectors of the same `model` only; `signals` is "both" (fused) or "lexical". Each item's `score` is
-    its cosine similarity to the question (0 when either has no embedding)
+    only), compared with vectors of the same `model` only; `signals` is
+    "both" (fused) or "lexical". Each item's `score` is its cosine
+    similarity to the question (0 when either has no embedding)
     and `signal` says which floor it passed: vector, lexical or both.
     """
     terms = query_terms(owner_id=owner_id, text=text, exclude_id=exclude_id)
