@@ -3,7 +3,6 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
-from tqdm import tqdm
 
 from chat.embeddings import get_embedder
 from chat.models import Message
@@ -38,7 +37,8 @@ class Command(BaseCommand):
         queryset = Message.objects.exclude(status=Message.Status.PURGED).exclude(content="").order_by("pk")
         if only_stale:
             queryset = queryset.exclude(embedding_model=model, embedding__isnull=False)
-        bar = tqdm(total=queryset.count(), unit="msg", desc="reembed", disable=no_progress, dynamic_ncols=True)
+        total = queryset.count()
+        seen = 0
         done = 0
         last_pk = 0
         while True:
@@ -52,6 +52,17 @@ class Command(BaseCommand):
                 cursor.execute(_UPDATE_SQL, [model, [pk for pk, _ in chunk], literals])
                 done += cursor.rowcount
             last_pk = chunk[-1][0]
-            bar.update(len(chunk))
-        bar.close()
+            seen += len(chunk)
+            if not no_progress:
+                self._progress(seen, total)
+        if not no_progress:
+            self.stderr.write("")
         self.stdout.write(self.style.SUCCESS(f"Re-embedded {done} messages with {model}."))
+
+    def _progress(self, seen: int, total: int) -> None:
+        # A text bar on stderr, redrawn in place (tqdm is a development tool here).
+        width = 30
+        filled = width * seen // max(total, 1)
+        bar = "#" * filled + "-" * (width - filled)
+        self.stderr.write(f"\rreembed [{bar}] {seen:,}/{total:,}", ending="")
+        self.stderr.flush()
