@@ -199,13 +199,13 @@ def memory_evaluate(
 def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
     """The report section: recall@k and MRR per dataset, embedder and policy; what gets in for no-answer questions."""
     header = "| data | embedder | policy | questions | " + " | ".join(f"recall@{k}" for k in KS)
-    header += " | MRR | unrelated in top-5 (no-answer questions) | p50 ms |\n|" + "---|" * (7 + len(KS))
+    header += " | MRR | no-answer questions: messages in top-5 | p50 ms |\n|" + "---|" * (7 + len(KS))
     lines = [header]
     rows = summarize(records, lambda r: (r["conversation"] == "tofu", r["embedder"], POLICIES.index(r["policy"])))
     for row in sorted(rows, key=lambda r: r["group"]):
         is_tofu, embedder, policy = row["group"]
         recalls = " | ".join(f"{row[f'recall@{k}']:.3f}" for k in KS)
-        unrelated = f"{row['unrelated@5_no_answer']:.2f} of {row['no_answer']}" if row["no_answer"] else "—"
+        unrelated = f"{row['unrelated@5_no_answer']:.2f} (n={row['no_answer']})" if row["no_answer"] else "—"
         lines.append(
             f"| {'TOFU' if is_tofu else 'CM'} | {embedder} | {POLICIES[policy]} | {row['questions']} | {recalls} "
             f"| {row['mrr']:.3f} | {unrelated} | {row['p50_ms']:.1f} |"
