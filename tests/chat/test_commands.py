@@ -45,3 +45,32 @@ def test_similarity_compares_only_vectors_of_the_questions_model(owner, thread):
         context = context_retrieve(message=question, policy=policy, k=5, threshold=0.2, window=0)
         assert [item.id for item in context] == [new.pk]
     assert Message.objects.get(pk=old.pk).embedding is not None
+
+
+def test_reembed_switches_embedders_while_retrieval_keeps_working(owner, thread, openai_server, settings):
+    """WordLlama -> an OpenAI-compatible model (the fake server, 256-d) on a live history."""
+    wordllama = get_embedder()
+    fact = make_message(
+        thread,
+        "My dog Rex chewed the sofa.",
+        embedding=wordllama.embed(["My dog Rex chewed the sofa."])[0],
+        embedding_model=wordllama.model_name,
+    )
+    openai_server.embedding_dim = 256
+    settings.DELLM_EMBEDDER, settings.DELLM_EMBEDDING_MODEL = "openai", "fake-embedding"
+    get_embedder.cache_clear()
+    try:
+        question = make_message(thread, "What did Rex do?", embedding=get_embedder().embed(["What did Rex do?"])[0])
+        Message.objects.filter(pk=question.pk).update(embedding_model="fake-embedding")
+        question.refresh_from_db()
+        # Mid-switch: the fact has only an old-model vector. Similarity leaves
+        # it out (never compared with the new model's), words still find it.
+        assert context_retrieve(message=question, policy="vector", k=5, threshold=-1, window=0) == []
+        mid = context_retrieve(message=question, policy="relevant", k=5, threshold=-1, window=0)
+        assert [(item.id, item.signal) for item in mid] == [(fact.pk, "lexical")]
+        call_command("reembed", "--batch", "1", "--only-stale", "--no-progress")
+        after = context_retrieve(message=question, policy="relevant", k=5, threshold=-1, window=0)
+        assert [(item.id, item.signal) for item in after] == [(fact.pk, "both")]
+        assert set(Message.objects.filter(owner=owner).values_list("embedding_model", flat=True)) == {"fake-embedding"}
+    finally:
+        get_embedder.cache_clear()
