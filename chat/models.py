@@ -141,7 +141,7 @@ class ContextEdge(models.Model):
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
-    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="")
+    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
