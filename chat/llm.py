@@ -33,6 +33,9 @@ class ContextItem:
     role: str
     content: str
     score: float
+    # Which signal brought it into the context: vector, lexical or both;
+    # "" when it came by position (window, full), not relevance.
+    signal: str = ""
 
 
 def build_prompt(context: list[ContextItem], user_message: str) -> str:

@@ -134,6 +134,15 @@ class ContextEdge(models.Model):
     rank = models.PositiveSmallIntegerField()
     score = models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message).")
 
+    class Signal(models.TextChoices):
+        VECTOR = "vector"  # similar meaning: passed the cosine threshold
+        LEXICAL = "lexical"  # same words: passed the full-text floor
+        BOTH = "both"
+
+    # Which signal brought `source` into the context; blank for the user
+    # message itself and for contexts taken by position (window, full).
+    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="", db_default="")
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["source", "target"], name="edge_source_target_unique"),

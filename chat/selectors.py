@@ -3,6 +3,7 @@
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
@@ -10,6 +11,7 @@ from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
+from chat.retrieval import hybrid_retrieve
 from dellm_site.errors import NotFound, ValidationFailed
 
 _MESSAGES = Message._meta.db_table
@@ -28,7 +30,7 @@ WITH candidates AS MATERIALIZED (
     SELECT id, seq, role, content, embedding <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
-      AND embedding IS NOT NULL
+      AND embedding IS NOT NULL AND embedding_model = %(model)s
     ORDER BY embedding <=> %(query)s::vector
     LIMIT %(candidates)s
 ), topk AS MATERIALIZED (
@@ -55,18 +57,46 @@ LIMIT %(limit)s
 """
 
 
-def context_retrieve(*, message: Message, policy: str, k: int, threshold: float, window: int) -> list[ContextItem]:
+def context_retrieve(
+    *,
+    message: Message,
+    policy: str,
+    k: int,
+    threshold: float,
+    window: int,
+    lexical_floor: float | None = None,
+) -> list[ContextItem]:
     """The past messages that go into the context of the reply to `message`.
 
     Always the same owner's live messages only; `message` itself is not
-    included (the caller adds it as the query).
+    included (the caller adds it as the query). Policies: `relevant` fuses
+    similarity and full text (chat/retrieval.py), `vector` and `lexical` use
+    one signal each, `window` and `full` take recent messages, `none` nothing.
+    `threshold` is the cosine floor; `lexical_floor` the full-text one
+    (default `DELLM_LEXICAL_FLOOR`). Similarity compares only vectors of the
+    question's own embedding model, so while `manage.py reembed` switches
+    models the two kinds are never mixed in one ranking.
     """
-    # A message with nothing to embed has no neighbours by similarity.
-    if policy == "none" or (policy == "relevant" and message.embedding is None):
-        return []
     query = None if message.embedding is None else vector_literal(message.embedding)
+    if policy in ("relevant", "lexical"):
+        return hybrid_retrieve(
+            owner_id=message.owner_id,
+            exclude_id=message.id,
+            text=message.content,
+            query=query,
+            k=k,
+            threshold=threshold,
+            lexical_floor=settings.DELLM_LEXICAL_FLOOR if lexical_floor is None else lexical_floor,
+            signals="both" if policy == "relevant" else "lexical",
+            probes=IVFFLAT_PROBES,
+            model=message.embedding_model,
+        )
+    # A message with nothing to embed has no neighbours by similarity.
+    if policy == "none" or (policy == "vector" and message.embedding is None):
+        return []
     params: dict[str, Any] = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
-    if policy == "relevant":
+    if policy == "vector":
+        params["model"] = message.embedding_model
         sql = _RELEVANT_SQL
         params |= {
             "exclude": message.id,
@@ -82,8 +112,9 @@ def context_retrieve(*, message: Message, policy: str, k: int, threshold: float,
         cursor.execute(f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4])) for r in rows]
-    if policy != "relevant":
+    signal = "vector" if policy == "vector" else ""
+    items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4]), signal=signal) for r in rows]
+    if policy != "vector":
         items.reverse()
     return items
 
@@ -159,7 +190,7 @@ def with_edges(messages: list[Message]) -> list[Message]:
     Each edge carries `other_status`, the status of the message at its far
     end, so a live message can leave removed neighbours out of its lists.
     """
-    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank")
+    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank", "score", "signal")
     prefetch_related_objects(
         messages,
         Prefetch(

@@ -1,5 +1,7 @@
 """JSON shapes of threads, messages and turns (API.md). Output only; views validate input."""
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -7,11 +9,27 @@ from chat.models import ContextEdge, Message, Thread, Turn
 from chat.selectors import MESSAGE_STATUS_FILTERS
 
 
-def _neighbours(message: Message, edges: list[ContextEdge], other: str) -> list[int]:
+def _shown(message: Message, edges: list[ContextEdge]) -> list[ContextEdge]:
     # A live message lists only live neighbours, so nothing removed shows up
     # in the visible history; a removed one (asked for by status) lists all.
     live = message.is_live
-    return [getattr(edge, other) for edge in edges if not live or edge.other_status in Message.LIVE]  # type: ignore[attr-defined]
+    return [edge for edge in edges if not live or edge.other_status in Message.LIVE]  # type: ignore[attr-defined]
+
+
+def _neighbours(message: Message, edges: list[ContextEdge], other: str) -> list[int]:
+    return [getattr(edge, other) for edge in _shown(message, edges)]
+
+
+class ContextDetailSerializer(serializers.Serializer):
+    """One message of a reply's context and why it was there."""
+
+    id = serializers.IntegerField(source="source_id")
+    rank = serializers.IntegerField(help_text="0 for the user message the reply answers, then retrieval order.")
+    score = serializers.FloatField(help_text="Cosine similarity to the user message at retrieval time.")
+    signal = serializers.CharField(
+        help_text="vector (similar meaning), lexical (same words), both; empty for the user message itself "
+        "and for contexts taken by position (window, full)."
+    )
 
 
 class MessageSerializer(serializers.ModelSerializer):
@@ -22,10 +40,24 @@ class MessageSerializer(serializers.ModelSerializer):
     content = serializers.SerializerMethodField()
     context = serializers.SerializerMethodField(help_text="Ids of the messages this one was generated from.")  # type: ignore[assignment]
     derived = serializers.SerializerMethodField(help_text="Ids of the messages generated with this one in context.")
+    context_detail = serializers.SerializerMethodField(
+        help_text="The same edges as `context`, in order, with their rank, score and signal."
+    )
 
     class Meta:
         model = Message
-        fields = ["id", "seq", "thread", "role", "content", "status", "created_at", "context", "derived"]
+        fields = [
+            "id",
+            "seq",
+            "thread",
+            "role",
+            "content",
+            "status",
+            "created_at",
+            "context",
+            "derived",
+            "context_detail",
+        ]
 
     def get_content(self, message: Message) -> str:
         return "" if message.status == Message.Status.PURGED else message.content
@@ -37,6 +69,10 @@ class MessageSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_derived(self, message: Message) -> list[int]:
         return _neighbours(message, message.derived_edges, "target_id")
+
+    @extend_schema_field(ContextDetailSerializer(many=True))
+    def get_context_detail(self, message: Message) -> list[dict[str, Any]]:
+        return list(ContextDetailSerializer(_shown(message, message.context_edges), many=True).data)
 
 
 class ThreadSerializer(serializers.ModelSerializer):

@@ -89,7 +89,7 @@ def turn_create(*, thread: Thread, content: str, policy: str | None = None, enqu
     `turn_run` itself (evaluation, management commands).
     """
     policy = policy or settings.DELLM_CONTEXT_POLICY
-    if policy not in ("relevant", "window", "full", "none"):
+    if policy not in settings.DELLM_CONTEXT_POLICIES:
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
     with transaction.atomic():
         message = message_create(thread=thread, role=Message.Role.USER, content=content)
@@ -160,7 +160,8 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
         _edges_insert(
             owner_id=turn.owner_id,
             target_id=reply.pk,
-            sources=[(user_message.id, 0, 1.0)] + [(item.id, rank, item.score) for rank, item in enumerate(context, 1)],
+            sources=[(user_message.id, 0, 1.0, "")]
+            + [(item.id, rank, item.score, item.signal) for rank, item in enumerate(context, 1)],
         )
         Turn.objects.filter(pk=turn.pk).update(
             status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
@@ -169,19 +170,19 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
     return reply
 
 
-def _edges_insert(*, owner_id: int, target_id: int, sources: list[tuple[int, int, float]]) -> None:
+def _edges_insert(*, owner_id: int, target_id: int, sources: list[tuple[int, int, float, str]]) -> None:
     """Insert one reply's in-edges in a single statement.
 
     One `INSERT ... SELECT FROM unnest` instead of a model instance and bound
     row per edge: a whole-history context has hundreds of edges per reply.
     """
-    source_ids, ranks, scores = zip(*sources, strict=True)
+    source_ids, ranks, scores, signals = zip(*sources, strict=True)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score) "
-            "SELECT %s, s.source_id, %s, s.rank, s.score "
-            "FROM unnest(%s::bigint[], %s::smallint[], %s::float8[]) AS s(source_id, rank, score)",
-            [owner_id, target_id, list(source_ids), list(ranks), list(scores)],
+            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score, signal) "
+            "SELECT %s, s.source_id, %s, s.rank, s.score, s.signal "
+            "FROM unnest(%s::bigint[], %s::smallint[], %s::float8[], %s::text[]) AS s(source_id, rank, score, signal)",
+            [owner_id, target_id, list(source_ids), list(ranks), list(scores), list(signals)],
         )
 
 

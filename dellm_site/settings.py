@@ -288,7 +288,13 @@ DELLM_SEMANTIC_THRESHOLD = env_float("DELLM_SEMANTIC_THRESHOLD", 0.5 if DELLM_EM
 # the deletion, and costs probes x the owner's messages).
 DELLM_FORGET_PROBES = env_int("DELLM_FORGET_PROBES", 64)
 DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
-DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", ("relevant", "window", "full", "none"))
+# `relevant` fuses similarity and full text (chat/retrieval.py); `vector` and
+# `lexical` are its two signals alone, kept for comparison.
+DELLM_CONTEXT_POLICIES = ("relevant", "vector", "lexical", "window", "full", "none")
+DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", DELLM_CONTEXT_POLICIES)
+# Share of a question's word weight (IDF) a message must match to enter a
+# context on words alone (README, "Retrieval threshold").
+DELLM_LEXICAL_FLOOR = env_float("DELLM_LEXICAL_FLOOR", 0.35)
 DELLM_CONTEXT_WINDOW = env_int("DELLM_CONTEXT_WINDOW", 10)
 DELLM_MAX_MESSAGE_CHARS = env_int("DELLM_MAX_MESSAGE_CHARS", 20_000)
 DELLM_CHAT_MODEL = env_str("DELLM_CHAT_MODEL", "gpt-4o-mini")

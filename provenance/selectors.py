@@ -211,7 +211,7 @@ def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[Message]) -> Que
     ids = [node.pk for node in nodes] if isinstance(nodes, list) else list(nodes.values_list("pk", flat=True))
     return (
         ContextEdge.objects.filter(owner=owner, source_id__in=ids, target_id__in=ids)
-        .only("id", "source_id", "target_id", "rank", "score")
+        .only("id", "source_id", "target_id", "rank", "score", "signal")
         .order_by("target_id", "rank", "source_id")
     )
 

@@ -205,6 +205,7 @@ class EdgeDataSerializer(serializers.Serializer):
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
+    signal = serializers.CharField(help_text="vector, lexical, both, or empty (the question; window/full contexts).")
 
     def get_id(self, edge: ContextEdge) -> str:
         return f"e{edge.source_id}-{edge.target_id}"
@@ -229,6 +230,7 @@ class ExportEdgeSerializer(serializers.Serializer):
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
+    signal = serializers.CharField()
 
 
 class ExportSerializer(serializers.Serializer):

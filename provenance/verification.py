@@ -9,9 +9,12 @@ A receipt says, in ids and counts, whether the deletion happened completely:
   searched again after the fact; the ids it matched can.
 - `forget`: a nearest-neighbour search with the embedding of every message in
   Dep(M) finds no live message, at the context threshold, that was not already
-  a neighbour just before execution. The embeddings are read inside the
-  deletion's transaction (a purge destroys them) and live only in memory, in a
-  `ForgetProbe`, until the check has run.
+  a neighbour just before execution; and the words of those messages (their
+  full-text query, weighed as context retrieval weighs a question) match no
+  live message above the lexical floor that did not match them before. The
+  embeddings and words are read inside the deletion's transaction (a purge
+  destroys them) and live only in memory, in a `ForgetProbe`, until the check
+  has run.
 - `purge` (purges and fired expiries): the deleted rows keep no content and no embedding.
 
 A failed check is loud: status `verification_failed`, an error log (ids
@@ -27,6 +30,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chat.models import LIVE_STATUSES, Message
+from chat.retrieval import QueryTerms, lexical_neighbours, query_terms
 from chat.selectors import vector_literal
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
@@ -60,6 +64,10 @@ class ForgetProbe:
     # How many messages of Dep(M) had an embedding; `vectors` probes the first of them.
     embedded: int
     neighbours_before: frozenset[int]
+    # The full-text queries of the same messages (lexemes of deleted text:
+    # out of repr for the same reason), and what they matched before.
+    terms: list[QueryTerms] = field(default_factory=list, repr=False)
+    lexical_before: frozenset[int] = frozenset()
 
 
 def forget_threshold() -> float:
@@ -70,6 +78,13 @@ def forget_threshold() -> float:
     # counting; comparing sets above a threshold (not top-k) keeps messages
     # that merely move up the ranking from counting.
     return settings.DELLM_CONTEXT_THRESHOLD
+
+
+def _lexical_neighbours(*, owner_id: int, terms: list[QueryTerms], exclude: set[int]) -> set[int]:
+    found: set[int] = set()
+    for query in terms:
+        found |= lexical_neighbours(owner_id=owner_id, terms=query, exclude=exclude, floor=settings.DELLM_LEXICAL_FLOOR)
+    return found
 
 
 def _live_neighbours(*, owner_id: int, vectors: list[str], exclude: set[int]) -> set[int]:
@@ -103,7 +118,19 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     rows: dict[int, Any] = dict(Message.objects.filter(pk__in=chosen).values_list("pk", "embedding"))
     vectors = [vector_literal(rows[pk]) for pk in chosen]
     before = _live_neighbours(owner_id=owner_id, vectors=vectors, exclude=message_ids)
-    return ForgetProbe(owner_id=owner_id, vectors=vectors, embedded=len(order), neighbours_before=frozenset(before))
+    # The same messages' words, weighed once, now: after a purge their own
+    # rows no longer count in the document frequencies, and a shifted weight
+    # must not pass for a new match.
+    texts = dict(Message.objects.filter(pk__in=chosen).exclude(content="").values_list("pk", "content"))
+    terms = [query_terms(owner_id=owner_id, text=texts[pk]) for pk in chosen if pk in texts]
+    return ForgetProbe(
+        owner_id=owner_id,
+        vectors=vectors,
+        embedded=len(order),
+        neighbours_before=frozenset(before),
+        terms=terms,
+        lexical_before=frozenset(_lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)),
+    )
 
 
 def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
@@ -113,15 +140,19 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
     after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, exclude=set())
     new_neighbours = sorted(after - probe.neighbours_before)
+    lexical_after = _lexical_neighbours(owner_id=deletion.owner_id, terms=probe.terms, exclude=set())
+    new_lexical = sorted(lexical_after - probe.lexical_before)
     checks = {
         "taint": {"passed": not violations, "violations": violations},
         "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
         "forget": {
-            "passed": not new_neighbours,
+            "passed": not new_neighbours and not new_lexical,
             "probes": len(probe.vectors),
             "of": probe.embedded,
             "threshold": forget_threshold(),
             "new_neighbours": new_neighbours,
+            "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+            "new_lexical_neighbours": new_lexical,
         },
         "purge": None,
     }
@@ -169,7 +200,7 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
             failed,
             checks["taint"]["violations"],
             checks["gone"]["live"],
-            checks["forget"]["new_neighbours"],
+            sorted(set(checks["forget"]["new_neighbours"]) | set(checks["forget"]["new_lexical_neighbours"])),
             sorted(set(purge["with_content"]) | set(purge["with_embedding"])),
         )
     else:

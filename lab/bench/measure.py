@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import rustworkx as rx
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
@@ -64,8 +65,13 @@ def nearest_user(users: list[tuple[int, int]], size: int, *, exclude=()) -> tupl
     return min(fits, key=lambda u: (abs(u[1] - size), u[0])) if fits else None
 
 
+def vectors_model(owner_id: int) -> str:
+    """The embedding model of the owner's vectors (the seed gives all of an owner's messages one)."""
+    return Message.objects.filter(owner_id=owner_id).values_list("embedding_model", flat=True).first() or ""
+
+
 def vectors_kind(owner_id: int) -> str:
-    model = Message.objects.filter(owner_id=owner_id).values_list("embedding_model", flat=True).first()
+    model = vectors_model(owner_id)
     return "random unit vectors" if model == RANDOM_MODEL else f"offline embedder ({model})"
 
 
@@ -162,10 +168,12 @@ def dep_bench(*, users, per_bucket: int, http_per_bucket: int, rng: random.Rando
     }
 
 
-def _queries(owner_id: int, count: int, rng: np.random.Generator) -> np.ndarray:
+def _queries(owner_id: int, count: int, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
+    """Query vectors and the texts the fused retrieval's full-text side reads."""
+    texts = sentences(count, rng)
     if vectors_kind(owner_id).startswith("random"):
-        return random_unit(count, 256, rng)
-    return embed_texts(sentences(count, rng))
+        return random_unit(count, 256, rng), texts
+    return embed_texts(texts), texts
 
 
 def _recall(got: list[int], ids: np.ndarray, sims: np.ndarray, k: int) -> float:
@@ -177,11 +185,11 @@ def _recall(got: list[int], ids: np.ndarray, sims: np.ndarray, k: int) -> float:
 
 def _retrieval_run(owner_id: int, queries: np.ndarray, ids: np.ndarray, vectors: np.ndarray, k: int) -> dict:
     times, recalls, brute = [], [], []
-    probe = Message(id=0, owner_id=owner_id)
+    probe = Message(id=0, owner_id=owner_id, embedding_model=vectors_model(owner_id))
     for query in queries:
         probe.embedding = query
-        context_retrieve(message=probe, policy="relevant", k=k, threshold=-1.0, window=0)
-        ms, items = timed(lambda: context_retrieve(message=probe, policy="relevant", k=k, threshold=-1.0, window=0))
+        context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0)
+        ms, items = timed(lambda: context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0))
         np_ms, sims = timed(lambda q=query: vectors @ q)
         top_ms, _ = timed(lambda s=sims: np.argpartition(s, len(s) - k)[-k:])
         times.append(ms)
@@ -193,6 +201,21 @@ def _retrieval_run(owner_id: int, queries: np.ndarray, ids: np.ndarray, vectors:
         "recall_mean": float(np.mean(recalls)),
         "recall_min": min(recalls),
     }
+
+
+def _fused_run(owner_id: int, queries: np.ndarray, texts: list[str], k: int) -> dict:
+    """The default policy (similarity and full text fused) at the default thresholds: latency only.
+
+    There is no brute-force reference for a fused ranking; its quality is
+    measured by `dellm_eval`'s conversational-memory section.
+    """
+    times = []
+    probe = Message(id=0, owner_id=owner_id, embedding_model=vectors_model(owner_id))
+    for query, text in zip(queries, texts, strict=True):
+        probe.embedding, probe.content = query, text
+        ms, _ = timed(lambda: context_retrieve(message=probe, policy="relevant", k=k, threshold=0.2, window=0))
+        times.append(ms)
+    return {"db": stats(times), "numpy": stats([]), "recall_mean": None, "recall_min": None}
 
 
 def retrieval_bench(
@@ -212,10 +235,11 @@ def retrieval_bench(
         )
         ids = np.fromiter((pk for pk, _ in pairs), dtype=np.int64)
         vectors = np.asarray([vector for _, vector in pairs], dtype=np.float32)
-        batch = _queries(owner_id, queries, rng)
+        batch, texts = _queries(owner_id, queries, rng)
         base = {"size": size, "owner": owner_id, "messages": len(ids)}
         if len(ids) < index_min:
             rows.append(base | {"method": "exact scan", **_retrieval_run(owner_id, batch, ids, vectors, k)})
+            rows.append(base | {"method": "fused: exact scan + full text", **_fused_run(owner_id, batch, texts, k)})
             continue
         owner_vector_index_sync(min_messages=10**12, owner_ids=[owner_id])
         exact = _retrieval_run(owner_id, batch[: max(5, queries // 4)], ids, vectors, k)
@@ -224,6 +248,8 @@ def retrieval_bench(
         lists = owner_vector_indexes().get(owner_id)
         method = f"per-owner IVFFlat (lists={lists}, probes={IVFFLAT_PROBES}; built in {build_ms / 1000:.1f} s)"
         rows.append(base | {"method": method, **_retrieval_run(owner_id, batch, ids, vectors, k)})
+        fused = f"fused: per-owner IVFFlat + full text (lists={lists})"
+        rows.append(base | {"method": fused, **_fused_run(owner_id, batch, texts, k)})
     return {"rows": rows, "k": k}
 
 
@@ -239,7 +265,13 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
         thread = Thread.objects.filter(owner_id=owner_id).order_by("-id").first()
         store_ms, turn = timed(lambda t=thread, c=text: turn_create(thread=t, content=c, enqueue=False))
         embed_ms, vector = timed(lambda c=text: embed_one(c))
-        probe = Message(id=turn.user_message_id, owner_id=owner_id, embedding=vector)
+        probe = Message(
+            id=turn.user_message_id,
+            owner_id=owner_id,
+            embedding=vector,
+            content=text,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL,
+        )
         retrieve_ms, context = timed(
             lambda p=probe: context_retrieve(message=p, policy="relevant", k=5, threshold=0.2, window=10)
         )

@@ -57,12 +57,22 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
         )
     retrieval = results.get("retrieval")
     if retrieval:
-        small = [r for r in retrieval["rows"] if r["messages"] <= 10_500]
+        vector_rows = [r for r in retrieval["rows"] if r["recall_min"] is not None]
+        small = [r for r in vector_rows if r["messages"] <= 10_500]
         recall = min((r["recall_min"] for r in small), default=None)
         out.append(
             ("Retrieval recall@5 = 1.0 up to 10k messages", f"min {recall}", None if recall is None else recall >= 1.0)
         )
-        heavy = [r for r in retrieval["rows"] if r["messages"] > 50_000]
+        heavy = [r for r in vector_rows if r["messages"] > 50_000]
+        fused = [r for r in retrieval["rows"] if r["recall_min"] is None and r["messages"] > 50_000]
+        if fused:
+            out.append(
+                (
+                    "100k-message user, fused (vector + full text): p95 <= 20 ms",
+                    f"{_ms(fused[-1]['db']['p95'])} ms",
+                    fused[-1]["db"]["p95"] <= TARGETS["retrieval_100k"],
+                )
+            )
         if heavy:
             best = heavy[-1]
             out.append(
@@ -233,9 +243,9 @@ def _sections(results: dict) -> list[str]:
                 str(r["db"]["n"]),
                 _ms(r["db"]["p50"]),
                 _ms(r["db"]["p95"]),
-                f"{r['recall_mean']:.3f}",
-                f"{r['recall_min']:.2f}",
-                _ms(r["numpy"]["p50"]),
+                "—" if r["recall_mean"] is None else f"{r['recall_mean']:.3f}",
+                "—" if r["recall_min"] is None else f"{r['recall_min']:.2f}",
+                _ms(r["numpy"]["p50"]) if r["numpy"]["n"] else "—",
             ]
             for r in retrieval["rows"]
         ]
@@ -245,7 +255,9 @@ def _sections(results: dict) -> list[str]:
             "Through `chat.selectors.context_retrieve` (threshold off), against a NumPy brute force over the same "
             "vectors; a result tied with the 5th best similarity counts as a hit. Owners with at least "
             "`chat.vector_indexes.MIN_MESSAGES` messages get a partial IVFFlat index (`manage.py "
-            "dellm_vector_indexes`); smaller ones are searched exactly.",
+            "dellm_vector_indexes`); smaller ones are searched exactly. The `fused` rows are the default policy "
+            "(similarity and full text, reciprocal-rank fusion; `chat/retrieval.py`) on the same queries' "
+            "texts, at the default thresholds: latency only (their quality is `make eval`'s CM section).",
             "![Retrieval](retrieval.png)",
         ]
     turn = results.get("turn")

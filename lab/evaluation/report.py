@@ -120,12 +120,21 @@ def plot_thresholds(rows: list[dict], path: Path) -> bool:
 
 
 def report_write(
-    *, out: Path, meta: dict, rows: list[dict], checks: list[dict], records: list[dict], notes: str
+    *,
+    out: Path,
+    meta: dict,
+    rows: list[dict],
+    checks: list[dict],
+    records: list[dict],
+    notes: str,
+    memory: dict | None = None,
 ) -> dict:
     """Write `results.json`, `report.md` and `thresholds.png` into `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "results.json", "report": out / "report.md", "plot": out / "thresholds.png"}
     payload = {"meta": meta, "summary": rows, "relations": checks, "answers": records}
+    if memory is not None:
+        payload["memory"] = memory["records"]
     paths["json"].write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     has_plot = plot_thresholds(rows, paths["plot"])
     if not has_plot:
@@ -140,6 +149,8 @@ def report_write(
         "## Expected relations",
         "\n".join(relation_lines) or "(no relation applies to the systems run)",
     ]
+    if memory is not None:
+        parts.append(memory["markdown"])
     if has_plot:
         parts.append("## Semantic deletion across thresholds (paper Figure 8)\n\n![thresholds](thresholds.png)")
     if notes:

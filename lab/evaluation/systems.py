@@ -33,6 +33,9 @@ class System:
 def system_parse(name: str) -> System:
     if name == "dellm":
         return System(name=name, policy="relevant", forgetting="provenance")
+    if name == "dellm_vector":
+        # DeLLM with similarity-only contexts (before fusion), for comparison.
+        return System(name=name, policy="vector", forgetting="provenance")
     if name == "no_memory":
         return System(name=name, policy="none", forgetting="none")
     if name == "full_memory":
@@ -45,7 +48,9 @@ def system_parse(name: str) -> System:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"The threshold of {name!r} must be in (0, 1].")
         return System(name=f"semantic:{threshold:g}", policy="full", forgetting="semantic", threshold=threshold)
-    raise ValueError(f"Unknown system {name!r}: use dellm, no_memory, full_memory or semantic:<threshold>.")
+    raise ValueError(
+        f"Unknown system {name!r}: use dellm, dellm_vector, no_memory, full_memory or semantic:<threshold>."
+    )
 
 
 def systems_default(thresholds=DEFAULT_THRESHOLDS) -> list[System]:

@@ -44,6 +44,26 @@ def test_chat_turn_completes_with_reply_and_context(api, thread, say):
     assert detail["messages"][0]["derived"] == [first["reply"]["id"], second["reply"]["id"]]
 
 
+def test_a_reply_says_why_each_memory_was_used(api, thread, say):
+    # Two facts, each found by a word it shares with the question (an OR
+    # query: no message holds both words).
+    paris = say("I live in Paris and work as a nurse.")
+    dog = say("My dog is called Rex.")
+    asked = say("Where do I work, and how is my dog?")
+    detail = asked["reply"]["context_detail"]
+    assert [item["id"] for item in detail] == asked["reply"]["context"]
+    assert (detail[0]["id"], detail[0]["rank"], detail[0]["score"], detail[0]["signal"]) == (
+        asked["message"],
+        0,
+        1.0,
+        "",
+    )
+    signals = {item["id"]: item["signal"] for item in detail}
+    assert signals[dog["message"]] in ("lexical", "both")
+    assert signals[paris["message"]] in ("lexical", "both")
+    assert [item["rank"] for item in detail] == list(range(len(detail)))
+
+
 def test_natural_language_deletion_is_previewed_confirmed_and_gone_everywhere(api, owner, thread, say):
     paris = say("I live in Paris.")
     say("My favourite food is sushi.")

@@ -128,8 +128,8 @@ def test_graph_is_cytoscape_elements(api, thread):
     }
     assert graph["nodes"][-1]["data"]["label"] == "#5 user: " + "x" * 40 + "…"
     assert graph["edges"] == [
-        {"data": {"id": f"e{a.pk}-{b.pk}", "source": a.pk, "target": b.pk, "score": 1.0, "rank": 0}},
-        {"data": {"id": f"e{b.pk}-{c.pk}", "source": b.pk, "target": c.pk, "score": 0.7, "rank": 1}},
+        {"data": {"id": f"e{a.pk}-{b.pk}", "source": a.pk, "target": b.pk, "score": 1.0, "rank": 0, "signal": ""}},
+        {"data": {"id": f"e{b.pk}-{c.pk}", "source": b.pk, "target": c.pk, "score": 0.7, "rank": 1, "signal": ""}},
     ]
 
 
@@ -140,6 +140,6 @@ def test_export_has_live_messages_edges_and_history_without_deleted_text(api, ow
     export = json.loads(b"".join(api.get("/api/export/").streaming_content))
     assert export["username"] == owner.username
     assert [m["id"] for m in export["messages"]] == [a.pk, b.pk, d.pk]
-    assert export["edges"] == [{"source": a.pk, "target": b.pk, "score": 1.0, "rank": 0}]
+    assert export["edges"] == [{"source": a.pk, "target": b.pk, "score": 1.0, "rank": 0, "signal": ""}]
     assert [h["deleted"] for h in export["deletions"]] == [[c.pk]]
     assert "You live in Paris" not in str(export)

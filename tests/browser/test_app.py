@@ -63,6 +63,14 @@ def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
     assert paris.pk in chips
     assert set(chips) <= {edge.source_id for edge in reply.in_edges.all()}
     expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_text("#1")
+    # The chip says why the memory was used: the signal its edge recorded.
+    signal = reply.in_edges.get(source=paris).signal
+    assert signal in ("lexical", "vector", "both")
+    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_attribute("data-signal", signal)
+    reason = {"lexical": "same words", "vector": "similar meaning", "both": "same words and similar meaning"}[signal]
+    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_attribute(
+        "title", re.compile(f"used for: {reason};")
+    )
     screenshot(page, "chat")
 
     # Used memory chip -> the graph, focused on that message.

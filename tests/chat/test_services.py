@@ -47,10 +47,13 @@ def test_turn_commits_reply_with_edges_from_its_context(owner, thread, monkeypat
     monkeypatch.setattr(services, "context_retrieve", lambda **kw: retrieved.extend(retrieve(**kw)) or retrieved)
     second = chat(thread, "Where do I live?")
     assert first.user_message_id in {item.id for item in retrieved}
-    edges = second.reply.in_edges.order_by("rank").values_list("owner_id", "source_id", "rank", "score")
-    assert list(edges) == [(owner.pk, second.user_message_id, 0, 1.0)] + [
-        (owner.pk, item.id, rank, pytest.approx(item.score)) for rank, item in enumerate(retrieved, start=1)
+    edges = second.reply.in_edges.order_by("rank").values_list("owner_id", "source_id", "rank", "score", "signal")
+    assert list(edges) == [(owner.pk, second.user_message_id, 0, 1.0, "")] + [
+        (owner.pk, item.id, rank, pytest.approx(item.score), item.signal)
+        for rank, item in enumerate(retrieved, start=1)
     ]
+    # "live" in both messages, and similar: the fact came by both signals.
+    assert [item.signal for item in retrieved if item.id == first.user_message_id] == ["both"]
     assert "I live in Paris" in second.reply.content
     assert [m.seq for m in Message.objects.filter(owner=owner)] == [1, 2, 3, 4]
 

@@ -87,7 +87,9 @@ def test_smoke_bench_writes_report(transactional_db, tmp_path):
     assert results["dep"]["mismatches"] == 0
     assert {row["bucket"] for row in results["dep"]["rows"] if row["cte"]["n"]} >= {"1-10", "10-1k"}
     methods = [row["method"] for row in results["retrieval"]["rows"]]
-    assert methods[0] == "exact scan" and methods[-1].startswith("per-owner IVFFlat")
+    assert methods[0] == "exact scan" and methods[-2].startswith("per-owner IVFFlat")
+    # Each size also times the default policy, similarity and full text fused.
+    assert methods[1] == "fused: exact scan + full text" and methods[-1].startswith("fused: per-owner IVFFlat")
     assert all(row["recall_min"] == 1.0 for row in results["retrieval"]["rows"] if row["method"] == "exact scan")
     assert results["turn"]["failed"] == 0
     purges = results["purge"]["rows"]

@@ -41,7 +41,15 @@ def test_soft_deletion_receipt(owner, chain):
         "checks": {
             "taint": {"passed": True, "violations": []},
             "gone": {"passed": True, "checked": 2, "live": []},
-            "forget": {"passed": True, "probes": 2, "of": 2, "threshold": THRESHOLD, "new_neighbours": []},
+            "forget": {
+                "passed": True,
+                "probes": 2,
+                "of": 2,
+                "threshold": THRESHOLD,
+                "new_neighbours": [],
+                "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+                "new_lexical_neighbours": [],
+            },
             "purge": None,
         },
     }
@@ -158,6 +166,30 @@ def test_a_live_copy_of_deleted_text_fails_the_forget_test(monkeypatch, owner, t
     assert deletion.status == "verification_failed"
     assert deletion.receipt["failed"] == ["forget"]
     assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [copies[0].pk]
+
+
+def test_a_live_message_with_the_deleted_words_fails_the_forget_test(monkeypatch, owner, thread, chain):
+    # Far from the fact by embedding, but it would enter a context on its words.
+    fact, _, _ = chain
+    copies = []
+
+    def copy(deletion):
+        copies.append(make_message(thread, "Passport X123, remember?", embedding=unit_vector(40)))
+
+    behind_the_back(monkeypatch, copy)
+    deletion = run(owner, mode="purge", ids=[fact.pk])
+    assert (deletion.status, deletion.receipt["failed"]) == ("verification_failed", ["forget"])
+    forget = deletion.receipt["checks"]["forget"]
+    assert (forget["new_neighbours"], forget["new_lexical_neighbours"]) == ([], [copies[0].pk])
+
+
+def test_words_that_matched_before_the_deletion_do_not_fail_it(owner, thread, chain):
+    # An older message sharing the fact's words is not new: the probe compares
+    # with what matched just before execution, as it does for embeddings.
+    fact, _, _ = chain
+    make_message(thread, "Where did I put my passport?", embedding=unit_vector(41))
+    deletion = run(owner, mode="purge", ids=[fact.pk])
+    assert deletion.receipt["passed"] is True
 
 
 def test_text_left_in_a_purged_row_fails_the_purge_check(monkeypatch, owner, chain):

@@ -2,34 +2,67 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from chat.embeddings import get_embedder
 from chat.models import Message
+from chat.selectors import vector_literal
+
+# One statement per batch; a message purged (or re-embedded) since it was
+# read is left alone, so a purge that lands mid-batch keeps no embedding (I3).
+_UPDATE_SQL = f"""
+UPDATE {Message._meta.db_table} AS m
+SET embedding = u.embedding::vector, embedding_model = %s, updated_at = now()
+FROM unnest(%s::bigint[], %s::text[]) AS u(id, embedding)
+WHERE m.id = u.id AND m.status <> 'purged' AND m.content <> ''
+"""
 
 
 class Command(BaseCommand):
-    help = "Re-embed every message that still has content, with the configured embedder."
+    help = (
+        "Re-embed every message that still has content with the configured embedder, in batches, while the "
+        "application keeps running: retrieval compares a question only with vectors of its own model, so "
+        "messages not yet re-embedded are left out of similarity until their batch is done (full-text "
+        "retrieval still finds them)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--batch", type=int, default=256)
         parser.add_argument("--only-stale", action="store_true", help="Skip messages already embedded by this model.")
+        parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args: Any, batch: int, only_stale: bool, **options: Any) -> None:
+    def handle(self, *args: Any, batch: int, only_stale: bool, no_progress: bool, **options: Any) -> None:
         embedder = get_embedder()
-        queryset = Message.objects.exclude(status=Message.Status.PURGED).order_by("pk")
+        model = settings.DELLM_EMBEDDING_MODEL
+        queryset = Message.objects.exclude(status=Message.Status.PURGED).exclude(content="").order_by("pk")
         if only_stale:
-            queryset = queryset.exclude(embedding_model=settings.DELLM_EMBEDDING_MODEL, embedding__isnull=False)
+            queryset = queryset.exclude(embedding_model=model, embedding__isnull=False)
+        total = queryset.count()
+        seen = 0
         done = 0
         last_pk = 0
         while True:
-            chunk = list(queryset.filter(pk__gt=last_pk).only("pk", "content")[:batch])
+            chunk = list(queryset.filter(pk__gt=last_pk).values_list("pk", "content")[:batch])
             if not chunk:
                 break
-            vectors = embedder.embed([m.content for m in chunk])
-            for message, vector in zip(chunk, vectors, strict=True):
-                message.embedding = vector
-                message.embedding_model = settings.DELLM_EMBEDDING_MODEL
-            Message.objects.bulk_update(chunk, ["embedding", "embedding_model"])
-            done += len(chunk)
-            last_pk = chunk[-1].pk
-        self.stdout.write(self.style.SUCCESS(f"Re-embedded {done} messages with {settings.DELLM_EMBEDDING_MODEL}."))
+            vectors = embedder.embed([content for _, content in chunk])
+            # A text the model cannot embed gets no vector (it matches nothing by similarity).
+            literals = [None if v is None else vector_literal(v) for v in vectors]
+            with connection.cursor() as cursor:
+                cursor.execute(_UPDATE_SQL, [model, [pk for pk, _ in chunk], literals])
+                done += cursor.rowcount
+            last_pk = chunk[-1][0]
+            seen += len(chunk)
+            if not no_progress:
+                self._progress(seen, total)
+        if not no_progress:
+            self.stderr.write("")
+        self.stdout.write(self.style.SUCCESS(f"Re-embedded {done} messages with {model}."))
+
+    def _progress(self, seen: int, total: int) -> None:
+        # A text bar on stderr, redrawn in place (tqdm is a development tool here).
+        width = 30
+        filled = width * seen // max(total, 1)
+        bar = "#" * filled + "-" * (width - filled)
+        self.stderr.write(f"\rreembed [{bar}] {seen:,}/{total:,}", ending="")
+        self.stderr.flush()

@@ -1,3 +1,4 @@
+import json
 import logging
 import time
 from pathlib import Path
@@ -9,6 +10,8 @@ from tqdm import tqdm
 from chat.llm import get_responder
 from dellm_site.celery import app as celery_app
 from lab.evaluation.datasets import tofu_load
+from lab.evaluation.memory import conversations_generate, tofu_conversation
+from lab.evaluation.memory_run import embedders_available, memory_evaluate, memory_markdown
 from lab.evaluation.metrics import judge_get, relations_check, summarize
 from lab.evaluation.notes import NOTES
 from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
@@ -37,7 +40,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--out", default="eval-results", help="Output directory (default eval-results/).")
         parser.add_argument("--smoke", action="store_true", help="Tiny run: 2 personas, a handful of TOFU facts.")
-        parser.add_argument("--datasets", default="pf,tofu", help="Comma-separated: pf, tofu.")
+        parser.add_argument("--datasets", default="pf,tofu,cm", help="Comma-separated: pf, tofu, cm.")
+        parser.add_argument("--cm-conversations", type=int, default=8, help="CM (conversational memory) conversations.")
+        parser.add_argument(
+            "--cm-tofu-questions", type=int, default=150, help="TOFU questions in CM's robustness check (0: none)."
+        )
         parser.add_argument(
             "--systems", default="", help="Comma-separated: dellm, no_memory, full_memory, semantic:<t> (default all)."
         )
@@ -82,13 +89,15 @@ class Command(BaseCommand):
             # A purge enqueues a VACUUM; run it in-process so the evaluation
             # needs no worker and leaves nothing queued behind it.
             celery_app.conf.task_always_eager = True
+            run_id = run_id_new()
             results = evaluate(
                 systems=systems,
                 datasets=datasets,
-                run_id=run_id_new(),
+                run_id=run_id,
                 judge=judge,
                 progress=None if options["no_progress"] else self._bar,
             )
+            memory = self._memory(options, run_id) if "cm" in self._names(options) else None
         finally:
             celery_app.conf.task_always_eager = eager
             for name, level in quiet.items():
@@ -109,7 +118,13 @@ class Command(BaseCommand):
             "seed": options["seed"],
         }
         paths = report_write(
-            out=Path(options["out"]), meta=meta, rows=rows, checks=checks, records=results.records, notes=NOTES
+            out=Path(options["out"]),
+            meta=meta,
+            rows=rows,
+            checks=checks,
+            records=results.records,
+            notes=NOTES,
+            memory=memory,
         )
         for check in checks:
             style = self.style.SUCCESS if check["holds"] else self.style.WARNING
@@ -138,12 +153,45 @@ class Command(BaseCommand):
         thresholds = [float(t) for t in options["thresholds"].split(",") if t.strip()]
         return systems_default(thresholds)
 
+    def _memory(self, options, run_id: str) -> dict:
+        """The CM section: generated conversations, plus TOFU's questions over its answers when TOFU is there."""
+        smoke = options["smoke"]
+        count = 1 if smoke else options["cm_conversations"]
+        conversations = conversations_generate(seed=options["seed"], count=count)
+        data = {
+            "CM": f"{count} generated conversation(s) of {sum(len(s) for s in conversations[0].sessions)} messages "
+            f"in {len(conversations[0].sessions)} sessions, {sum(len(c.questions) for c in conversations)} questions"
+        }
+        tofu_questions = 10 if smoke else options["cm_tofu_questions"]
+        tofu_file = Path(settings.DELLM_TOFU_DIR) / "full.jsonl"
+        if tofu_questions and tofu_file.exists():
+            rows = [json.loads(line) for line in tofu_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+            conversations.append(
+                tofu_conversation(rows=rows, authors=30, questions=tofu_questions, seed=options["seed"])
+            )
+            data["TOFU"] = f"30 authors' 600 answers as one history, {tofu_questions} of their questions"
+        bar = None if options["no_progress"] else self._bar("CM", len(conversations))
+        records = memory_evaluate(
+            conversations=conversations,
+            embedders=embedders_available(),
+            threshold=settings.DELLM_CONTEXT_THRESHOLD,
+            run_id=run_id,
+            tick=(lambda: bar.update(1)) if bar is not None else lambda: None,
+        )
+        if bar is not None:
+            bar.close()
+        return {"records": records, "markdown": memory_markdown(records=records, datasets=data)}
+
     @staticmethod
-    def _datasets(options) -> list:
-        names = [name.strip() for name in options["datasets"].split(",") if name.strip()]
-        unknown = set(names) - {"pf", "tofu"}
+    def _names(options) -> list[str]:
+        return [name.strip() for name in options["datasets"].split(",") if name.strip()]
+
+    @classmethod
+    def _datasets(cls, options) -> list:
+        names = cls._names(options)
+        unknown = set(names) - {"pf", "tofu", "cm"}
         if unknown:
-            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf and/or tofu.")
+            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, tofu and/or cm.")
         smoke = options["smoke"]
         datasets = []
         if "pf" in names:

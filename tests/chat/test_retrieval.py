@@ -1,0 +1,137 @@
+"""Hybrid context retrieval (chat/retrieval.py) through `context_retrieve`, as a turn calls it."""
+
+import pytest
+from django.db import connection
+
+from chat.models import Message
+from chat.retrieval import OWNER_SEARCH, query_terms
+from chat.selectors import context_retrieve
+from tests.factories import make_message, make_thread, unit_vector
+
+FILLER = [
+    "The weather was grey all day.",
+    "I cooked pasta for dinner yesterday.",
+    "The train was late again this morning.",
+    "I finished a long novel last night.",
+]
+
+
+def retrieve(message: Message, policy: str = "relevant", **extra) -> list[tuple[str, str]]:
+    """(content, signal) of the context, most relevant first."""
+    items = context_retrieve(message=message, policy=policy, k=5, threshold=0.2, window=10, **extra)
+    return [(item.content, item.signal) for item in items]
+
+
+@pytest.fixture
+def history(thread):
+    """Facts and filler with unrelated random vectors: only words can find them."""
+    made = {
+        "dog": make_message(thread, "My dog Rex chewed the sofa again.", embedding=unit_vector(1)),
+        "job": make_message(thread, "Long shift at the hospital, I work nights now.", embedding=unit_vector(2)),
+    }
+    for i, text in enumerate(FILLER):
+        make_message(thread, text, embedding=unit_vector(10 + i))
+    return made
+
+
+def test_words_are_ored_not_anded(thread, history):
+    # No message holds both words: an AND query (plainto_tsquery) finds
+    # nothing. Equal weights: the shorter message ranks first (BM25's length norm).
+    question = make_message(thread, "What about Rex and the hospital?", embedding=unit_vector(99))
+    assert retrieve(question) == [
+        ("My dog Rex chewed the sofa again.", "lexical"),
+        ("Long shift at the hospital, I work nights now.", "lexical"),
+    ]
+
+
+def test_a_similar_vector_and_shared_words_are_both(thread, history):
+    question = make_message(thread, "Has Rex calmed down?", embedding=unit_vector(1))
+    assert retrieve(question) == [("My dog Rex chewed the sofa again.", "both")]
+
+
+def test_similar_meaning_without_shared_words_is_vector(thread, history):
+    question = make_message(thread, "How is my pet doing?", embedding=unit_vector(1))
+    assert retrieve(question) == [("My dog Rex chewed the sofa again.", "vector")]
+
+
+def test_unrelated_question_gets_an_empty_context(thread, history):
+    # "what", "my", "is" are stop words; "favourite" and "colour" appear nowhere.
+    question = make_message(thread, "What is my favourite colour?", embedding=unit_vector(98))
+    assert retrieve(question) == []
+
+
+def test_a_word_shared_by_most_messages_does_not_carry_a_match(thread, history):
+    for i in range(6):
+        make_message(thread, f"Lunch was nice today, number {i}.", embedding=unit_vector(30 + i))
+    # "today" is in 6 of 13 messages: low IDF; "sofa" in one: the share of
+    # the question's weight a "today"-only message matches stays under the floor.
+    question = make_message(thread, "Did anything happen to the sofa today?", embedding=unit_vector(97))
+    assert retrieve(question) == [("My dog Rex chewed the sofa again.", "lexical")]
+
+
+def test_policies_use_one_signal_each(thread, history):
+    question = make_message(thread, "What about Rex?", embedding=unit_vector(2))
+    assert retrieve(question, policy="vector") == [("Long shift at the hospital, I work nights now.", "vector")]
+    assert retrieve(question, policy="lexical") == [("My dog Rex chewed the sofa again.", "lexical")]
+    # Each is first in its own signal's ranking: a tie in the fusion, newer first.
+    assert retrieve(question, policy="relevant") == [
+        ("Long shift at the hospital, I work nights now.", "vector"),
+        ("My dog Rex chewed the sofa again.", "lexical"),
+    ]
+
+
+def test_a_statement_ranks_above_a_past_question_that_matches_as_well(thread, history):
+    make_message(thread, "Where did Rex sleep last night?", embedding=unit_vector(50))
+    question = make_message(thread, "Tell me about Rex.", embedding=unit_vector(96))
+    assert [content for content, _ in retrieve(question)] == [
+        "My dog Rex chewed the sofa again.",
+        "Where did Rex sleep last night?",
+    ]
+
+
+def test_other_owners_and_removed_messages_never_match(thread, history, other_owner):
+    make_message(make_thread(other_owner), "Rex is my neighbour's dog.", embedding=unit_vector(1))
+    Message.objects.filter(pk=history["job"].pk).update(status=Message.Status.DELETED)
+    question = make_message(thread, "Rex and the hospital?", embedding=unit_vector(2))
+    assert retrieve(question) == [("My dog Rex chewed the sofa again.", "lexical")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rex' | !hospital & (sofa <-> ':*",
+        "'); DROP TABLE chat_message; -- rex",
+        "rex\\ \\' hospital:* <2> !!",
+        "a" * 5000 + " rex",
+    ],
+)
+def test_query_syntax_in_the_question_is_only_words(thread, history, text):
+    question = make_message(thread, text, embedding=unit_vector(95))
+    found = {content for content, _ in retrieve(question)}
+    assert "My dog Rex chewed the sofa again." in found
+    assert Message.objects.filter(owner=thread.owner).count() == 7
+
+
+def test_query_terms_are_found_alphanumeric_lexemes_only(owner, thread, history):
+    # "user@example.com" is one email lexeme (not alphanumeric: dropped);
+    # "2024" and "fig" are in no message (nothing to weigh).
+    terms = query_terms(owner_id=owner.pk, text="Rex, the sofa and the weather: user@example.com 2024 fig?")
+    assert terms.lexemes == ["rex", "sofa", "weather"]
+    assert terms.idf[0] == terms.idf[1] == terms.idf[2] > 0
+
+
+def test_a_message_without_embedding_still_finds_words(thread, history):
+    question = make_message(thread, "Rex?")
+    assert retrieve(question) == [("My dog Rex chewed the sofa again.", "lexical")]
+    assert retrieve(question, policy="vector") == []
+
+
+def test_the_owner_index_serves_the_full_text_side(owner, thread, history):
+    # The migration's expression must be the query's, or the planner ignores the index.
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            f"EXPLAIN SELECT id FROM chat_message WHERE {OWNER_SEARCH} @@ %s::tsquery", [f"'#{owner.pk}' & 'rex'"]
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "message_owner_search_gin" in plan
