@@ -181,6 +181,7 @@ def turn_run(
     turn_id: int,
     on_token: Callable[[str], None] | None = None,
     on_rebuild: Callable[[], None] | None = None,
+    system: str = "",
 ) -> Turn | None:
     """Generate and commit the reply of a turn.
 
@@ -188,7 +189,9 @@ def turn_run(
     the LLM outside any transaction; embed the reply; commit under the owner's
     lock if the context is still live, else rebuild the context and try again
     (at most DELLM_TURN_MAX_REBUILDS times; `on_rebuild` tells a streaming
-    client to drop the tokens it was sent). Upstream errors propagate to the
+    client to drop the tokens it was sent). `system` is a client's own system
+    prompt (the OpenAI-compatible endpoint): passed to the model, never stored.
+    Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
     Safe to run twice: a turn that is already done is returned unchanged.
     """
@@ -212,10 +215,10 @@ def turn_run(
             window=settings.DELLM_CONTEXT_WINDOW,
         )
         if on_token is None:
-            text = responder.complete(context=context, user_message=message.content)
+            text = responder.complete(context=context, user_message=message.content, system=system)
         else:
             parts = []
-            for token in responder.stream(context=context, user_message=message.content):
+            for token in responder.stream(context=context, user_message=message.content, system=system):
                 parts.append(token)
                 on_token(token)
             text = "".join(parts)

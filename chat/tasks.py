@@ -16,8 +16,13 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def turn_run_task(self: Task, *, turn_id: int) -> None:
+def turn_run_task(self: Task, *, turn_id: int, system: str = "") -> None:
     """Generate a turn's reply; transient upstream faults retry with backoff.
+
+    `system` is the one text a task may carry: the system prompt a client of
+    the OpenAI-compatible endpoint sent. It is an instruction, not memory: it
+    is never stored as a message (so never purged) and lives in the broker only
+    until the task is acknowledged.
 
     acks_late + reject_on_worker_lost: a worker killed mid-turn hands the turn
     to another worker. That is safe because the reply commits atomically and
@@ -30,6 +35,7 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
             turn_id=turn_id,
             on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
+            system=system,
         )
     except UpstreamFailed as exc:
         retries = self.request.retries
