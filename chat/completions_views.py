@@ -353,8 +353,7 @@ class Relay:
         self.was_reset = False
 
     def _chunk(self, **kwargs: Any) -> str:
-        if self.prepared.request.include_usage:
-            kwargs.setdefault("usage", None)
+        kwargs.setdefault("with_usage", self.prepared.request.include_usage)
         return chunk(id=self.id, model=self.prepared.request.model, created=self.created, **kwargs)
 
     def start(self) -> list[str]:
@@ -464,7 +463,7 @@ def _answer_response(prepared: Prepared) -> HttpResponse:
         )
         return _turn_headers(JsonResponse(body), prepared)
     created = int(time.time())
-    extra = {"usage": None} if request.include_usage else {}
+    extra = {"with_usage": request.include_usage}
     parts = [
         chunk(
             id=prepared.answer_id,

@@ -234,10 +234,16 @@ def chunk(
     delta: dict | None = None,
     finish_reason: str | None = None,
     dellm: dict | None = None,
+    with_usage: bool = False,
     usage: dict | None = None,
     usage_chunk: bool = False,
 ) -> str:
-    """One `data:` event of a stream; `usage_chunk` is the usage-only chunk (no choices) before `[DONE]`."""
+    """One `data:` event of a stream.
+
+    `with_usage` (the client asked for `stream_options.include_usage`) puts a
+    `usage` field on the chunk: null on every chunk but the usage-only one
+    (`usage_chunk`, no choices) that comes right before `[DONE]`.
+    """
     body: dict[str, Any] = {
         "id": id,
         "object": "chat.completion.chunk",
@@ -248,7 +254,7 @@ def chunk(
         if usage_chunk
         else [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}],
     }
-    if usage is not None or usage_chunk:
+    if with_usage or usage_chunk:
         body["usage"] = usage
     if dellm is not None:
         body["dellm"] = dellm
