@@ -53,6 +53,9 @@ logger = logging.getLogger(__name__)
 THREAD_TITLE = "Via the OpenAI-compatible API"
 # Candidate threads compared in full when the transcript is the key.
 MATCH_CANDIDATES = 8
+# Earlier messages tried as anchors at most, from each end of the transcript
+# (the newest are the likeliest to be live; each try is one indexed query).
+MATCH_ANCHORS = 32
 
 
 @dataclass(frozen=True)
@@ -123,10 +126,16 @@ def thread_match(*, owner, earlier: list[Said]) -> Thread | None:
     same role and the very same text (the full-text index narrows the search);
     a hit anchors its thread when the hit sits at the same position in it.
     Among anchored threads, the one whose alignment matches the most messages
-    and differs on none wins (ties: the most recently updated).
+    wins (ties: the most recently updated). A thread that differs at some
+    positions still wins (the client edited its copy, or a turn failed and was
+    sent again): those positions are dropped, and the conversation does not
+    split into a new thread at every request.
     """
     candidates: dict[int, Thread] = {}
-    for position, said in enumerate(earlier):
+    positions = list(range(len(earlier)))
+    anchors = positions[::-1][:MATCH_ANCHORS] + positions[: max(0, min(MATCH_ANCHORS, len(positions) - MATCH_ANCHORS))]
+    for position in anchors:
+        said = earlier[position]
         if len(candidates) >= MATCH_CANDIDATES:
             break
         hits = Message.objects.filter(
@@ -142,8 +151,6 @@ def thread_match(*, owner, earlier: list[Said]) -> Thread | None:
     best: tuple[int, object, Thread] | None = None
     for thread in candidates.values():
         alignment = transcript_align(thread=thread, earlier=earlier)
-        if alignment.differing:
-            continue
         rank = (alignment.matched, thread.updated_at, thread)
         if best is None or rank[:2] > best[:2]:
             best = rank
