@@ -68,6 +68,7 @@ export const api = {
   graph: ({ thread, includeDeleted } = {}) =>
     get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
   deletions: () => get("/api/deletions/"),
+  deletion: (id) => get(`/api/deletions/${id}/`),
   previewDeletion: (body) => post("/api/deletions/", body),
   confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
