@@ -19,19 +19,21 @@ import json
 import logging
 from typing import Any
 
+import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from kombu.exceptions import KombuError
 from rest_framework import exceptions
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
-from chat import completions
+from chat import completions, services
 from chat.completions_relay import (
     Prepared,
     answer_response,
@@ -295,9 +297,17 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if prepared.answer is not None:
         return answer_response(prepared)
     assert prepared.turn_id is not None
-    if isinstance(request, ASGIRequest):
-        client, pubsub = await subscribe_async(prepared.turn_id)
+    asgi = isinstance(request, ASGIRequest)
+    try:
+        # Subscribed before the turn is enqueued: the worker cannot publish before we listen.
+        if asgi:
+            client, pubsub = await subscribe_async(prepared.turn_id)
+        else:
+            sync_pubsub = await sync_to_async(turn_subscribe)(prepared.turn_id)
         await sync_to_async(_enqueue)(prepared)
+    except (redis.RedisError, KombuError, OSError) as exc:
+        return await sync_to_async(_not_queued)(prepared, exc)
+    if asgi:
         if prepared.request.stream:
             return stream_response(events_async(prepared, client, pubsub), prepared)
         try:
@@ -308,12 +318,24 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return await sync_to_async(completion_response)(prepared, outcome)
     # Under WSGI this coroutine runs in its own event loop on the request's
     # thread; blocking Redis calls are what that thread is for.
-    sync_pubsub = await sync_to_async(turn_subscribe)(prepared.turn_id)
-    await sync_to_async(_enqueue)(prepared)
     if prepared.request.stream:
         return stream_response(events_sync(prepared, sync_pubsub), prepared)
     outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
     return await sync_to_async(completion_response)(prepared, outcome)
+
+
+def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:
+    """Redis (broker or pub/sub) is unreachable: the turn fails visibly and can be retried from the web app."""
+    logger.warning("completion turn %s: could not be queued (%s)", prepared.turn_id, type(exc).__name__)
+    services.turn_fail(turn_id=prepared.turn_id, error="The reply could not be queued; please retry.")
+    error = CompletionError(
+        "DeLLM cannot reach its task queue right now; please try again.",
+        status=503,
+        type="server_error",
+        code="service_unavailable",
+        headers={"Retry-After": "5"},
+    )
+    return error_response(error)
 
 
 def _model(model_id: str) -> dict[str, Any]:

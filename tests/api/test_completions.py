@@ -305,3 +305,30 @@ def test_a_replayed_deletion_request_and_its_preview_keep_no_position(v1, owner)
     assert body["dellm"]["thread_id"] == first["dellm"]["thread_id"]
     assert (body["dellm"]["stored"], body["dellm"]["dropped"]) == (0, 0)
     assert not Message.objects.filter(content__contains="Forget").exists()
+
+
+def test_an_unreachable_queue_is_503_and_the_turn_fails_visibly(v1, monkeypatch):
+    import redis
+
+    from chat import completions_views
+    from chat.models import Turn
+
+    def down(turn_id: int):
+        raise redis.ConnectionError("connection refused")
+
+    monkeypatch.setattr(completions_views, "turn_subscribe", down)
+    response = post(v1, ask("Hello?"))
+    assert response.status_code == 503
+    assert error(response) | {"message": ""} == {
+        "message": "",
+        "type": "server_error",
+        "param": None,
+        "code": "service_unavailable",
+    }
+    assert response["Retry-After"] == "5"
+    turn = Turn.objects.get()
+    assert (turn.status, turn.error, turn.user_message.content) == (
+        "failed",
+        "The reply could not be queued; please retry.",
+        "Hello?",
+    )
