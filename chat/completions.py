@@ -38,6 +38,7 @@ three things only:
 import logging
 from dataclasses import dataclass, field
 
+from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import transaction
 
@@ -119,7 +120,7 @@ def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     return alignment
 
 
-def thread_match(*, owner, earlier: list[Said]) -> Thread | None:
+def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
     """The owner's thread this transcript continues, found by its live messages at their positions.
 
     Each earlier message is looked up among the owner's live messages with the
@@ -157,7 +158,7 @@ def thread_match(*, owner, earlier: list[Said]) -> Thread | None:
     return None if best is None else best[2]
 
 
-def thread_for_transcript(*, owner, thread_id: int | None, earlier: list[Said]) -> Thread | None:
+def thread_for_transcript(*, owner: User, thread_id: int | None, earlier: list[Said]) -> Thread | None:
     """The explicit thread (404 if it is not the owner's), else the matched one, else None."""
     if thread_id is not None:
         thread = Thread.objects.filter(owner=owner, pk=thread_id).first()
@@ -167,7 +168,7 @@ def thread_for_transcript(*, owner, thread_id: int | None, earlier: list[Said]) 
     return thread_match(owner=owner, earlier=earlier) if earlier else None
 
 
-def completion_turn_start(*, owner, thread_id: int | None, conversation: list[Said]) -> Started:
+def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said]) -> Started:
     """Store what is new in a client's conversation and a pending turn for its last message.
 
     The caller enqueues the turn (after subscribing to its events). In one

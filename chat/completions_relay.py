@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models.functions import Length
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 from chat.completions_wire import (
     DONE,
@@ -38,6 +39,8 @@ from chat.streams import channel
 # message was lost (a Redis reconnect); the events make this a fallback only.
 STATE_CHECK_SECONDS = 2.0
 PING_SECONDS = 15.0
+
+R = TypeVar("R", bound=HttpResponseBase)
 
 
 def error_response(error: CompletionError) -> JsonResponse:
@@ -60,6 +63,13 @@ class Prepared:
     dellm: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None
     answer_id: str = ""
+
+    @property
+    def turn(self) -> int:
+        """The turn's id (a prepared turn, not an answer)."""
+        if self.turn_id is None:
+            raise ValueError("no turn: this completion was answered directly")
+        return self.turn_id
 
 
 @dataclass(frozen=True)
@@ -197,7 +207,7 @@ def _usage(prepared: Prepared, outcome: Outcome) -> dict[str, int]:
     return usage("x" * (outcome.prompt_chars + len(prepared.request.system)), outcome.text)
 
 
-def turn_headers(response: HttpResponse, prepared: Prepared, outcome: Outcome | None = None) -> HttpResponse:
+def turn_headers(response: R, prepared: Prepared, outcome: Outcome | None = None) -> R:
     response["Cache-Control"] = "no-store"
     if prepared.thread_id is not None:
         response["X-DeLLM-Thread"] = str(prepared.thread_id)
@@ -217,7 +227,7 @@ def stream_response(events: Iterator[str] | AsyncIterator[str], prepared: Prepar
     return turn_headers(response, prepared)
 
 
-def answer_response(prepared: Prepared) -> HttpResponse:
+def answer_response(prepared: Prepared) -> HttpResponseBase:
     """A deletion preview, already complete: one completion, or a short stream."""
     assert prepared.answer is not None
     request = prepared.request
@@ -231,16 +241,21 @@ def answer_response(prepared: Prepared) -> HttpResponse:
         )
         return turn_headers(JsonResponse(body), prepared)
     created = int(time.time())
-    extra = {"with_usage": request.include_usage}
     parts = [
         chunk(
             id=prepared.answer_id,
             model=request.model,
             created=created,
             delta={"role": "assistant", "content": ""},
-            **extra,
+            with_usage=request.include_usage,
         ),
-        chunk(id=prepared.answer_id, model=request.model, created=created, delta={"content": prepared.answer}, **extra),
+        chunk(
+            id=prepared.answer_id,
+            model=request.model,
+            created=created,
+            delta={"content": prepared.answer},
+            with_usage=request.include_usage,
+        ),
         chunk(
             id=prepared.answer_id,
             model=request.model,
@@ -248,7 +263,7 @@ def answer_response(prepared: Prepared) -> HttpResponse:
             delta={},
             finish_reason="stop",
             dellm=prepared.dellm,
-            **extra,
+            with_usage=request.include_usage,
         ),
     ]
     if request.include_usage:
@@ -299,7 +314,7 @@ async def events_async(
                 check = check or changed
             if check:
                 next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = await outcome_of(prepared.turn_id)
+                outcome = await outcome_of(prepared.turn)
                 if outcome is not None:
                     for part in relay.finish(outcome):
                         yield part
@@ -325,7 +340,7 @@ async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) ->
         changed = message is not None and json.loads(message["data"]).get("event") == "changed"
         if changed or time.monotonic() >= next_check:
             next_check = time.monotonic() + STATE_CHECK_SECONDS
-            outcome = await outcome_of(prepared.turn_id)
+            outcome = await outcome_of(prepared.turn)
             if outcome is not None:
                 return outcome
     return None
@@ -349,7 +364,7 @@ def events_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Iterator[str
                 check = check or changed
             if check:
                 next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = turn_outcome(prepared.turn_id)
+                outcome = turn_outcome(prepared.turn)
                 if outcome is not None:
                     yield from relay.finish(outcome)
                     return
@@ -367,7 +382,7 @@ def wait_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Outcome | None
             changed = message is not None and json.loads(message["data"]).get("event") == "changed"
             if changed or time.monotonic() >= next_check:
                 next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = turn_outcome(prepared.turn_id)
+                outcome = turn_outcome(prepared.turn)
                 if outcome is not None:
                     return outcome
         return None

@@ -17,21 +17,24 @@ Under an ASGI server the waiting is asynchronous (redis.asyncio); under WSGI
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from kombu.exceptions import KombuError
 from rest_framework import exceptions
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
 
 from chat import completions, services
 from chat.completions_relay import (
@@ -81,11 +84,12 @@ class BearerTokenAuthentication(TokenAuthentication):
     keyword = "Bearer"
 
 
-def _authenticators() -> list[Any]:
+def _authenticators() -> list[BaseAuthentication]:
     # The project's token authentication first, then Bearer for what it does
     # not take. Sessions are left out: `/v1/` is for API clients, and no CSRF
     # token comes with them.
-    defaults = [cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    classes = cast("list[type[BaseAuthentication]]", api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+    defaults = [cls() for cls in classes]
     return [auth for auth in defaults if not isinstance(auth, SessionAuthentication)] + [BearerTokenAuthentication()]
 
 
@@ -98,8 +102,8 @@ class CompletionThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
 
-def _user(request: HttpRequest) -> Any:
-    """The token's user, or CompletionError 401 in OpenAI's words."""
+def _user(request: HttpRequest) -> tuple[Request, User]:
+    """The request as DRF sees it and the token's user, or CompletionError 401 in OpenAI's words."""
     drf_request = Request(request, authenticators=_authenticators())
     try:
         user = drf_request.user
@@ -115,13 +119,12 @@ def _user(request: HttpRequest) -> Any:
             status=401,
             code="missing_api_key",
         )
-    request.user = user
-    return drf_request
+    return drf_request, user
 
 
 def _throttle(drf_request: Request) -> None:
     throttle = CompletionThrottle()
-    if not throttle.allow_request(drf_request, None):
+    if not throttle.allow_request(drf_request, APIView()):
         wait = throttle.wait()
         raise CompletionError(
             "Rate limit reached for chat completions; please try again later.",
@@ -179,7 +182,7 @@ def _without_deletion_requests(conversation: list[completions.Said]) -> list[com
     return kept
 
 
-def _deletion_answer(http: HttpRequest, *, owner: Any, text: str, parsed: CompletionRequest) -> Prepared:
+def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: CompletionRequest) -> Prepared:
     deletion = deletions.deletion_preview(
         owner=owner,
         actor=owner,
@@ -237,9 +240,8 @@ def _deletion_answer(http: HttpRequest, *, owner: Any, text: str, parsed: Comple
 
 def _prepare(http: HttpRequest) -> Prepared:
     """Authenticate, throttle, validate, then store the turn (or preview a deletion). Raises CompletionError."""
-    drf_request = _user(http)
+    drf_request, owner = _user(http)
     _throttle(drf_request)
-    owner = http.user
     parsed = completion_request_parse(_body(http), thread_header=http.headers.get("X-DeLLM-Thread"))
     conversation = [*_without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
     last = conversation[-1]
@@ -268,7 +270,7 @@ def _prepare(http: HttpRequest) -> Prepared:
 def _enqueue(prepared: Prepared) -> None:
     from chat.tasks import turn_run_task
 
-    turn_run_task.delay(turn_id=prepared.turn_id, system=prepared.request.system)
+    turn_run_task.delay(turn_id=prepared.turn, system=prepared.request.system)
 
 
 # --- Views -----------------------------------------------------------------------
@@ -281,7 +283,7 @@ def _unexpected(exc: Exception) -> JsonResponse:
 
 
 @csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     """`POST /v1/chat/completions`."""
     if request.method != "POST":
         error = CompletionError(f"Method {request.method} is not allowed here; use POST.", status=405)
@@ -327,7 +329,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:
     """Redis (broker or pub/sub) is unreachable: the turn fails visibly and can be retried from the web app."""
     logger.warning("completion turn %s: could not be queued (%s)", prepared.turn_id, type(exc).__name__)
-    services.turn_fail(turn_id=prepared.turn_id, error="The reply could not be queued; please retry.")
+    services.turn_fail(turn_id=prepared.turn, error="The reply could not be queued; please retry.")
     error = CompletionError(
         "DeLLM cannot reach its task queue right now; please try again.",
         status=503,
