@@ -18,6 +18,7 @@ import redis
 import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 from django.db.models.functions import Length
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -109,6 +110,14 @@ def turn_outcome(turn_id: int) -> Outcome | None:
 
 
 # --- Relaying the turn ---------------------------------------------------------
+
+
+def turn_outcome_released(turn_id: int) -> Outcome | None:
+    """`turn_outcome`, then the connection back: an asynchronous wait holds none between two reads."""
+    try:
+        return turn_outcome(turn_id)
+    finally:
+        connections.close_all()
 
 
 class Relay:
@@ -297,7 +306,7 @@ async def events_async(
     prepared: Prepared, client: redis.asyncio.Redis, pubsub: redis.asyncio.client.PubSub
 ) -> AsyncIterator[str]:
     relay = Relay(prepared)
-    outcome_of = sync_to_async(turn_outcome)
+    outcome_of = sync_to_async(turn_outcome_released)
     try:
         for part in relay.start():
             yield part
@@ -334,7 +343,7 @@ async def events_async(
 async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
     deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
     next_check = time.monotonic() + STATE_CHECK_SECONDS
-    outcome_of = sync_to_async(turn_outcome)
+    outcome_of = sync_to_async(turn_outcome_released)
     while time.monotonic() < deadline:
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
         changed = message is not None and json.loads(message["data"]).get("event") == "changed"

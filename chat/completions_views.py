@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -267,6 +268,14 @@ def _prepare(http: HttpRequest) -> Prepared:
     )
 
 
+def _prepare_released(http: HttpRequest) -> Prepared:
+    """`_prepare` under ASGI: the connection goes back before the (long) wait for the reply."""
+    try:
+        return _prepare(http)
+    finally:
+        connections.close_all()
+
+
 def _enqueue(prepared: Prepared) -> None:
     from chat.tasks import turn_run_task
 
@@ -291,7 +300,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         response["Allow"] = "POST"
         return response
     try:
-        prepared = await sync_to_async(_prepare)(request)
+        prepared = await sync_to_async(_prepare_released if isinstance(request, ASGIRequest) else _prepare)(request)
     except CompletionError as error:
         return error_response(error)
     except Exception as exc:
