@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 from chat.embeddings import embed_one
 from chat.models import Message
 from provenance.models import DeletionRequest
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.pages import screenshot, sign_in
 from tests.factories import make_edge, make_message, make_thread, make_user
 
 pytestmark = pytest.mark.browser

@@ -3,8 +3,7 @@
 import pytest
 
 from chat.completions import Said, completion_turn_start, thread_match, transcript_align
-from chat.models import Message, Thread
-from chat.models import ContextEdge
+from chat.models import ContextEdge, Message, Thread
 from tests.factories import make_message, make_thread
 
 

@@ -12,8 +12,7 @@ from rest_framework.authtoken.models import Token
 from chat.models import Message, Turn
 from tests.asgi_server import asgi_server
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import pg_dump
-from tests.worker.conftest import wait_for
+from tests.helpers import pg_dump, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
