@@ -202,6 +202,8 @@ def turn_run(
     if turn is None or not updated:
         return turn
     responder = get_responder()
+    # Only a /v1 turn has instructions; other turns call the responder exactly as before.
+    instructions = {"system": system} if system else {}
     for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
         message = message_embed(message_id=turn.user_message_id)
         if message is None or not message.is_live:
@@ -215,10 +217,10 @@ def turn_run(
             window=settings.DELLM_CONTEXT_WINDOW,
         )
         if on_token is None:
-            text = responder.complete(context=context, user_message=message.content, system=system)
+            text = responder.complete(context=context, user_message=message.content, **instructions)
         else:
             parts = []
-            for token in responder.stream(context=context, user_message=message.content, system=system):
+            for token in responder.stream(context=context, user_message=message.content, **instructions):
                 parts.append(token)
                 on_token(token)
             text = "".join(parts)
