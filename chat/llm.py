@@ -138,7 +138,7 @@ class OpenAIResponder:
         self, context: list[ContextItem], user_message: str, system: str = ""
     ) -> list["ChatCompletionMessageParam"]:
         # A client's own system prompt (the OpenAI-compatible endpoint) follows DeLLM's; it is never stored.
-        instructions: list["ChatCompletionMessageParam"] = [{"role": "system", "content": system}] if system else []
+        instructions: list[ChatCompletionMessageParam] = [{"role": "system", "content": system}] if system else []
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
             *instructions,
