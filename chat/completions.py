@@ -105,14 +105,15 @@ def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     # Extend the thread only from a verified point: its last stored message is
     # live and the transcript holds the same text there. Otherwise what lies
     # beyond could be a shifted copy of something that was forgotten.
+    # An empty thread verifies nothing either: a transcript sent into it could
+    # hold text forgotten elsewhere.
     continues = (
-        not stored
-        or (
-            len(earlier) >= len(stored)
-            and stored[-1][1] in Message.LIVE
-            and (stored[-1][0], stored[-1][2]) == (earlier[len(stored) - 1].role, earlier[len(stored) - 1].text)
-        )
-    ) and alignment.differing == 0
+        bool(stored)
+        and len(earlier) >= len(stored)
+        and stored[-1][1] in Message.LIVE
+        and (stored[-1][0], stored[-1][2]) == (earlier[len(stored) - 1].role, earlier[len(stored) - 1].text)
+        and alignment.differing == 0
+    )
     if continues:
         alignment.new = extra
     else:

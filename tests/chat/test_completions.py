@@ -115,3 +115,11 @@ def test_an_unknown_explicit_thread_is_not_found(owner, other_owner):
     with pytest.raises(NotFound):
         completion_turn_start(owner=owner, thread_id=make_thread(other_owner).pk, conversation=said(("user", "hi")))
     assert not Message.objects.exists()
+
+
+def test_a_transcript_sent_into_an_empty_thread_keeps_only_its_last_message(owner, thread):
+    started = completion_turn_start(
+        owner=owner, thread_id=thread.pk, conversation=said(*EXCHANGE, ("user", "What do I ride?"))
+    )
+    assert list(Message.objects.values_list("thread_id", "content")) == [(thread.pk, "What do I ride?")]
+    assert (started.created_thread, started.alignment.dropped) == (False, 2)
