@@ -236,7 +236,7 @@ def stream_response(events: Iterator[str] | AsyncIterator[str], prepared: Prepar
     return turn_headers(response, prepared)
 
 
-def answer_response(prepared: Prepared) -> HttpResponseBase:
+def answer_response(prepared: Prepared, *, asgi: bool) -> HttpResponseBase:
     """A deletion preview, already complete: one completion, or a short stream."""
     assert prepared.answer is not None
     request = prepared.request
@@ -286,7 +286,14 @@ def answer_response(prepared: Prepared) -> HttpResponseBase:
             )
         )
     parts.append(DONE)
-    return stream_response(iter(parts), prepared)
+    # The server's own kind of iterator: an ASGI server would otherwise consume a
+    # synchronous one in a thread (and warn), a WSGI one buffer an asynchronous one.
+    return stream_response(_aiter(parts) if asgi else iter(parts), prepared)
+
+
+async def _aiter(parts: list[str]) -> AsyncIterator[str]:
+    for part in parts:
+        yield part
 
 
 # Asynchronous waiting (ASGI) ------------------------------------------------

@@ -306,7 +306,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     except Exception as exc:
         return _unexpected(exc)
     if prepared.answer is not None:
-        return answer_response(prepared)
+        return answer_response(prepared, asgi=isinstance(request, ASGIRequest))
     assert prepared.turn_id is not None
     asgi = isinstance(request, ASGIRequest)
     try:

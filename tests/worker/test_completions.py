@@ -106,6 +106,15 @@ def test_a_forgotten_memory_stays_forgotten_when_the_client_replays_its_transcri
     assert "Zorglub" not in dump
     assert "7f3a" not in dump
 
+    # Asked to forget it again from the client: nothing left to match, and the request is not stored.
+    transcript += [{"role": "assistant", "content": again}, {"role": "user", "content": "Forget that I live in Lyon"}]
+    answer, preview = streamed(client, transcript)
+    assert answer == (
+        "Nothing in your DeLLM memory matches this request, so nothing would be deleted. (This request was not stored.)"
+    )
+    assert preview["thread_id"] is None
+    assert not Message.objects.filter(content__contains="Forget").exists()
+
 
 def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(upstream, asgi_url, owner, token):
     text = "one two three four five six seven eight nine ten eleven twelve"
