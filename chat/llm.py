@@ -83,7 +83,8 @@ class OfflineResponder:
 
     name = "offline responder (no LLM)"
 
-    def complete(self, *, context: list[ContextItem], user_message: str) -> str:
+    def complete(self, *, context: list[ContextItem], user_message: str, system: str = "") -> str:
+        # The offline responder follows no instructions, so a client's system prompt changes nothing.
         # Past questions carry no facts, so they are never quoted.
         facts = [item for item in context if not _is_question(item.content)]
         ranked = sorted(facts, key=lambda item: (item.role != "user", -item.score, item.seq))
@@ -105,8 +106,8 @@ class OfflineResponder:
             reply += f" (This connects to: “{_quote(ranked[0].content)}”)"
         return reply
 
-    def stream(self, *, context: list[ContextItem], user_message: str) -> Iterator[str]:
-        text = self.complete(context=context, user_message=user_message)
+    def stream(self, *, context: list[ContextItem], user_message: str, system: str = "") -> Iterator[str]:
+        text = self.complete(context=context, user_message=user_message, system=system)
         yield from re.findall(r"\S+\s*", text)
 
 
@@ -142,18 +143,23 @@ class OpenAIResponder:
         self._client = openai_client()
         self.name = settings.DELLM_CHAT_MODEL
 
-    def _messages(self, context: list[ContextItem], user_message: str) -> list["ChatCompletionMessageParam"]:
+    def _messages(
+        self, context: list[ContextItem], user_message: str, system: str = ""
+    ) -> list["ChatCompletionMessageParam"]:
+        # A client's own system prompt (the OpenAI-compatible endpoint) follows DeLLM's; it is never stored.
+        instructions: list[ChatCompletionMessageParam] = [{"role": "system", "content": system}] if system else []
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
+            *instructions,
             {"role": "user", "content": build_prompt(context, user_message)},
         ]
 
-    def complete(self, *, context: list[ContextItem], user_message: str) -> str:
+    def complete(self, *, context: list[ContextItem], user_message: str, system: str = "") -> str:
         import openai
 
         try:
             response = self._client.chat.completions.create(
-                model=settings.DELLM_CHAT_MODEL, messages=self._messages(context, user_message)
+                model=settings.DELLM_CHAT_MODEL, messages=self._messages(context, user_message, system)
             )
         except openai.OpenAIError as exc:
             raise upstream_error(exc) from exc
@@ -161,12 +167,12 @@ class OpenAIResponder:
             raise UpstreamFailed("The language model returned no answer.", transient=True)
         return response.choices[0].message.content or ""
 
-    def stream(self, *, context: list[ContextItem], user_message: str) -> Iterator[str]:
+    def stream(self, *, context: list[ContextItem], user_message: str, system: str = "") -> Iterator[str]:
         import openai
 
         try:
             chunks = self._client.chat.completions.create(
-                model=settings.DELLM_CHAT_MODEL, messages=self._messages(context, user_message), stream=True
+                model=settings.DELLM_CHAT_MODEL, messages=self._messages(context, user_message, system), stream=True
             )
             for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:

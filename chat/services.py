@@ -192,6 +192,7 @@ def turn_run(
     on_token: Callable[[str], None] | None = None,
     on_rebuild: Callable[[], None] | None = None,
     on_running: Callable[[], None] | None = None,
+    system: str = "",
 ) -> Turn | None:
     """Generate and commit the reply of a turn.
 
@@ -199,7 +200,9 @@ def turn_run(
     the LLM outside any transaction; embed the reply; commit under the owner's
     lock if the context is still live, else rebuild the context and try again
     (at most DELLM_TURN_MAX_REBUILDS times; `on_rebuild` tells a streaming
-    client to drop the tokens it was sent). Upstream errors propagate to the
+    client to drop the tokens it was sent). `system` is a client's own system
+    prompt (the OpenAI-compatible endpoint): passed to the model, never stored.
+    Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
     `on_running` is called once the turn is marked running.
     Safe to run twice: a turn that is already done is returned unchanged, and
@@ -214,6 +217,8 @@ def turn_run(
     if on_running is not None:
         on_running()
     responder = get_responder()
+    # Only a /v1 turn has instructions; other turns call the responder exactly as before.
+    instructions = {"system": system} if system else {}
     for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
         message = message_embed(message_id=turn.user_message_id)
         if message is None or not message.is_live:
@@ -227,10 +232,10 @@ def turn_run(
             window=settings.DELLM_CONTEXT_WINDOW,
         )
         if on_token is None:
-            text = responder.complete(context=context, user_message=message.content)
+            text = responder.complete(context=context, user_message=message.content, **instructions)
         else:
             parts = []
-            for token in responder.stream(context=context, user_message=message.content):
+            for token in responder.stream(context=context, user_message=message.content, **instructions):
                 parts.append(token)
                 on_token(token)
             text = "".join(parts)

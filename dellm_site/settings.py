@@ -298,6 +298,9 @@ DELLM_LEXICAL_FLOOR = env_float("DELLM_LEXICAL_FLOOR", 0.35)
 DELLM_CONTEXT_WINDOW = env_int("DELLM_CONTEXT_WINDOW", 10)
 DELLM_MAX_MESSAGE_CHARS = env_int("DELLM_MAX_MESSAGE_CHARS", 20_000)
 DELLM_CHAT_MODEL = env_str("DELLM_CHAT_MODEL", "gpt-4o-mini")
+# The model id that /v1/models lists and /v1/chat/completions accepts (the
+# OpenAI-compatible endpoint). Whatever model answers behind it, clients see DeLLM.
+DELLM_OPENAI_MODEL = env_str("DELLM_OPENAI_MODEL", "dellm")
 DELLM_LLM_TIMEOUT = env_float("DELLM_LLM_TIMEOUT", 60.0)
 DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")

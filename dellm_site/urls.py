@@ -25,6 +25,8 @@ urlpatterns = [
     ),
     path("api/", include("chat.urls")),
     path("api/", include("provenance.urls")),
+    # OpenAI-compatible: clients are given http://host/v1 as their base URL.
+    path("v1/", include("chat.completions_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("chat.page_urls")),
 ]

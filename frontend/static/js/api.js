@@ -69,6 +69,7 @@ export const api = {
     get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
   // The newest page of the history (the list is paginated: Link header for more).
   deletions: () => get("/api/deletions/?page_size=200"),
+  deletion: (id) => get(`/api/deletions/${id}/`),
   previewDeletion: (body) => post("/api/deletions/", body),
   confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),

@@ -6,15 +6,18 @@
 //   memory-chips.js  the "Used memory" chips under a reply
 //   turns.js         pending / failed replies, streaming, resume after reload
 //   composer.js      sending; a forget request becomes a deletion card
+//   deletion-link.js /?deletion=<id> opens that deletion's card
 import { toast } from "./dom.js";
 import { wireComposer } from "./chat/composer.js";
+import { openDeletion } from "./chat/deletion-link.js";
 import { updateEmpty } from "./chat/messages.js";
 import { page, state } from "./chat/state.js";
 import { loadThreads, openThread, wireThreads } from "./chat/threads.js";
 
 async function start() {
   await loadThreads();
-  const wanted = Number(new URLSearchParams(location.search).get("thread"));
+  const params = new URLSearchParams(location.search);
+  const wanted = Number(params.get("thread"));
   const first = state.threads.find((thread) => thread.id === wanted) || state.threads[0];
   if (first) {
     await openThread(first.id);
@@ -24,6 +27,8 @@ async function start() {
     page.title.textContent = "New conversation";
     updateEmpty();
   }
+  const deletionId = Number(params.get("deletion"));
+  if (deletionId) await openDeletion(deletionId);
   page.input.focus();
 }
 

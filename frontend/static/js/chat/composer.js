@@ -16,14 +16,15 @@ function autosize() {
   page.input.style.height = `${Math.min(page.input.scrollHeight, MAX_HEIGHT)}px`;
 }
 
-function forgetCard(deletion, thread) {
+// `thread` is where Undo reopens; a card opened from a link has none of its own.
+export function forgetCard(deletion, thread) {
   return deletionCard(deletion, {
     deletionsUrl: page.deletionsUrl,
     onDeleted: (done, ids) => {
       removeMessages(ids);
       if (ids.length) toast(`${plural(ids.length, "message")} forgotten.`, { kind: "success" });
     },
-    onUndone: () => openThread(thread.id),
+    onUndone: () => thread && openThread(thread.id),
   });
 }
 

@@ -1,0 +1,218 @@
+"""Chat turns requested through the OpenAI-compatible endpoint (`/v1/chat/completions`).
+
+A client of that endpoint resends the whole conversation on every request.
+DeLLM never hands that transcript to the model: the model sees DeLLM's own
+context (retrieval over the owner's stored, live messages, each with an edge
+to the reply) plus the client's system prompt. The transcript is used for
+three things only:
+
+1. **Which thread.** An explicit key wins: the `X-DeLLM-Thread` header, else
+   `metadata.dellm_thread`, naming one of the owner's threads by id (the
+   response returns that id). Without one, the transcript itself is the key:
+   the thread in which the transcript's earlier messages sit at the same
+   positions with the same text. Only live messages can anchor that match,
+   and they are compared with the stored text directly, so nothing derived
+   from a message's text (no hash, no fingerprint) is kept anywhere: a purge
+   leaves nothing to recognise the purged text by. The OpenAI `user` field is
+   not a thread key: it names the end user, and clients fill it with one value
+   for all of a user's conversations.
+2. **What is new.** Earlier messages are aligned by position with the thread's
+   stored messages in order, removed ones included (purged rows stay as
+   tombstones). A transcript message at the position of a removed message is
+   dropped: never stored again, never shown to the model, whatever its text.
+   That is how a replayed transcript that still holds purged text cannot bring
+   it back, without DeLLM keeping any trace of that text. A message that
+   differs from the live one at its position is dropped too (the client edited
+   its copy). Messages past the end of the stored thread are stored (with
+   conservative provenance for assistant text DeLLM did not write: an edge
+   from every earlier live message of the thread), but only when the thread's
+   last stored message is live and matched, i.e. the transcript verifiably
+   continues this thread. A transcript that matches no thread keeps only its
+   last message: its earlier text cannot be told apart from text that was
+   forgotten (histories come in through the import instead).
+3. **The new turn.** The last message (role `user`) is stored and answered
+   through the ordinary turn (chat/services.py), or, when it is a deletion
+   request, previewed and never stored (the views do that).
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import User
+from django.contrib.postgres.search import SearchQuery
+from django.db import transaction
+
+from chat.embeddings import get_embedder
+from chat.models import Message, Thread, Turn
+from chat.services import _edges_insert, message_create, turn_create
+from dellm_site.errors import NotFound
+
+logger = logging.getLogger(__name__)
+
+# Title of the threads this endpoint opens. Never the first message's text: a
+# title outlives a purge of the message it was taken from.
+THREAD_TITLE = "Via the OpenAI-compatible API"
+# Candidate threads compared in full when the transcript is the key.
+MATCH_CANDIDATES = 8
+# Earlier messages tried as anchors at most, from each end of the transcript
+# (the newest are the likeliest to be live; each try is one indexed query).
+MATCH_ANCHORS = 32
+
+
+@dataclass(frozen=True)
+class Said:
+    """One non-system message of a client's transcript."""
+
+    role: str
+    text: str
+
+
+@dataclass
+class Alignment:
+    """What the earlier messages of a transcript are, against one thread."""
+
+    matched: int = 0
+    removed: int = 0
+    differing: int = 0
+    new: list[Said] = field(default_factory=list)
+    dropped_new: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.removed + self.differing + self.dropped_new
+
+
+@dataclass
+class Started:
+    thread: Thread
+    turn: Turn
+    alignment: Alignment
+    created_thread: bool
+
+
+def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
+    """Align `earlier` by position with the thread's stored messages (removed ones included)."""
+    stored = list(Message.objects.filter(thread=thread).order_by("seq").values_list("role", "status", "content"))
+    alignment = Alignment()
+    for (role, status, content), said in zip(stored, earlier, strict=False):
+        if status not in Message.LIVE:
+            alignment.removed += 1
+        elif role == said.role and content == said.text:
+            alignment.matched += 1
+        else:
+            alignment.differing += 1
+    extra = earlier[len(stored) :]
+    # Extend the thread only from a verified point: its last stored message is
+    # live and the transcript holds the same text there. Otherwise what lies
+    # beyond could be a shifted copy of something that was forgotten.
+    # An empty thread verifies nothing either: a transcript sent into it could
+    # hold text forgotten elsewhere.
+    continues = (
+        bool(stored)
+        and len(earlier) >= len(stored)
+        and stored[-1][1] in Message.LIVE
+        and (stored[-1][0], stored[-1][2]) == (earlier[len(stored) - 1].role, earlier[len(stored) - 1].text)
+        and alignment.differing == 0
+    )
+    if continues:
+        alignment.new = extra
+    else:
+        alignment.dropped_new = len(extra)
+    return alignment
+
+
+def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
+    """The owner's thread this transcript continues, found by its live messages at their positions.
+
+    Each earlier message is looked up among the owner's live messages with the
+    same role and the very same text (the full-text index narrows the search);
+    a hit anchors its thread when the hit sits at the same position in it.
+    Among anchored threads, the one whose alignment matches the most messages
+    wins (ties: the most recently updated). A thread that differs at some
+    positions still wins (the client edited its copy, or a turn failed and was
+    sent again): those positions are dropped, and the conversation does not
+    split into a new thread at every request.
+    """
+    candidates: dict[int, Thread] = {}
+    positions = list(range(len(earlier)))
+    anchors = positions[::-1][:MATCH_ANCHORS] + positions[: max(0, min(MATCH_ANCHORS, len(positions) - MATCH_ANCHORS))]
+    for position in anchors:
+        said = earlier[position]
+        if len(candidates) >= MATCH_CANDIDATES:
+            break
+        hits = Message.objects.filter(
+            owner=owner, role=said.role, status__in=Message.LIVE, content=said.text
+        ).select_related("thread")
+        if any(ch.isalnum() for ch in said.text):
+            hits = hits.filter(search=SearchQuery(said.text[:2000], config="english", search_type="plain"))
+        for hit in hits.order_by("-seq")[:MATCH_CANDIDATES]:
+            if hit.thread_id in candidates:
+                continue
+            if Message.objects.filter(thread_id=hit.thread_id, seq__lt=hit.seq).count() == position:
+                candidates[hit.thread_id] = hit.thread
+    best: tuple[int, object, Thread] | None = None
+    for thread in candidates.values():
+        alignment = transcript_align(thread=thread, earlier=earlier)
+        rank = (alignment.matched, thread.updated_at, thread)
+        if best is None or rank[:2] > best[:2]:
+            best = rank
+    return None if best is None else best[2]
+
+
+def thread_for_transcript(*, owner: User, thread_id: int | None, earlier: list[Said]) -> Thread | None:
+    """The explicit thread (404 if it is not the owner's), else the matched one, else None."""
+    if thread_id is not None:
+        thread = Thread.objects.filter(owner=owner, pk=thread_id).first()
+        if thread is None:
+            raise NotFound(f"No thread with id {thread_id}.", fields={"thread": "not found"})
+        return thread
+    return thread_match(owner=owner, earlier=earlier) if earlier else None
+
+
+def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said]) -> Started:
+    """Store what is new in a client's conversation and a pending turn for its last message.
+
+    The caller enqueues the turn (after subscribing to its events). In one
+    transaction: the thread (found or opened), the earlier messages that
+    extend it (assistant ones with an edge from every earlier live message of
+    the thread: their provenance is unknown, so it is taken to be everything
+    the client's model could have seen), then the user's message and its turn.
+    Nothing is stored for dropped messages; only counts are logged.
+    """
+    *earlier, last = conversation
+    thread = thread_for_transcript(owner=owner, thread_id=thread_id, earlier=earlier)
+    created = thread is None
+    if thread is None:
+        # Unmatched earlier messages cannot be told from forgotten ones: dropped.
+        alignment = Alignment(dropped_new=len(earlier))
+    else:
+        alignment = transcript_align(thread=thread, earlier=earlier)
+    vectors = get_embedder().embed([said.text for said in alignment.new]) if alignment.new else []
+    with transaction.atomic():
+        if thread is None:
+            thread = Thread.objects.create(owner=owner, title=THREAD_TITLE)
+        for said, vector in zip(alignment.new, vectors, strict=True):
+            message = message_create(thread=thread, role=said.role, content=said.text, embedding=vector)
+            if said.role == Message.Role.ASSISTANT:
+                sources = list(
+                    Message.objects.filter(thread=thread, status__in=Message.LIVE, seq__lt=message.seq)
+                    .order_by("seq")
+                    .values_list("pk", flat=True)
+                )
+                if sources:
+                    _edges_insert(
+                        owner_id=owner.pk,
+                        target_id=message.pk,
+                        sources=[(pk, rank, 0.0) for rank, pk in enumerate(sources, 1)],
+                    )
+        turn = turn_create(thread=thread, content=last.text, enqueue=False)
+    logger.info(
+        "completion turn %s in thread %s: %s matched, %s stored, %s dropped (%s removed)",
+        turn.pk,
+        thread.pk,
+        alignment.matched,
+        len(alignment.new),
+        alignment.dropped,
+        alignment.removed,
+    )
+    return Started(thread=thread, turn=turn, alignment=alignment, created_thread=created)

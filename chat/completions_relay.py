@@ -1,0 +1,428 @@
+"""Relaying a `/v1/` turn to its client: the worker's events as OpenAI chunks, or one completion.
+
+The view (chat/completions_views.py) subscribes to the turn's channel
+(chat/streams.py) before it enqueues the turn. Here the subscription is read:
+asynchronously under ASGI (redis.asyncio; no thread and no database
+connection held while waiting, the turn's state read in short
+`sync_to_async` calls), or on the request's thread under WSGI. Either way the
+turn commits in the worker, whatever happens to the client.
+"""
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections
+from django.db.models.functions import Length
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+
+from chat.completions_wire import (
+    DONE,
+    CompletionError,
+    CompletionRequest,
+    chunk,
+    completion,
+    completion_id,
+    sse_data,
+    usage,
+)
+from chat.models import Turn
+from chat.streams import channel
+
+# How often a waiting request reads the turn's state itself, in case a pub/sub
+# message was lost (a Redis reconnect); the events make this a fallback only.
+STATE_CHECK_SECONDS = 2.0
+PING_SECONDS = 15.0
+
+R = TypeVar("R", bound=HttpResponseBase)
+
+
+def error_response(error: CompletionError) -> JsonResponse:
+    response = JsonResponse(error.body(), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response
+
+
+@dataclass
+class Prepared:
+    request: CompletionRequest
+    owner_id: int
+    # A turn to relay, or an answer that is already complete (a deletion preview).
+    turn_id: int | None = None
+    thread_id: int | None = None
+    message_id: int | None = None
+    dellm: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None
+    answer_id: str = ""
+
+    @property
+    def turn(self) -> int:
+        """The turn's id (a prepared turn, not an answer)."""
+        if self.turn_id is None:
+            raise ValueError("no turn: this completion was answered directly")
+        return self.turn_id
+
+
+@dataclass(frozen=True)
+class Outcome:
+    done: bool
+    text: str = ""
+    error: str = ""
+    reply_id: int | None = None
+    context: tuple[int, ...] = ()
+    context_seqs: tuple[int, ...] = ()
+    prompt_chars: int = 0
+
+
+def turn_outcome(turn_id: int) -> Outcome | None:
+    """The finished turn's reply and the memories it used, or None while it runs."""
+    turn = Turn.objects.select_related("reply", "user_message").filter(pk=turn_id).first()
+    if turn is None:
+        return Outcome(done=False, error="The turn was deleted.")
+    if turn.status == Turn.Status.FAILED:
+        return Outcome(done=False, error=turn.error or "The reply could not be generated.")
+    if turn.status != Turn.Status.DONE or turn.reply is None:
+        return None
+    sources = list(
+        turn.reply.in_edges.exclude(source_id=turn.user_message_id)
+        .order_by("rank")
+        .annotate(chars=Length("source__content"))
+        .values_list("source_id", "source__seq", "chars")
+    )
+    return Outcome(
+        done=True,
+        text=turn.reply.content,
+        reply_id=turn.reply_id,
+        context=tuple(row[0] for row in sources),
+        context_seqs=tuple(row[1] for row in sources),
+        prompt_chars=len(turn.user_message.content) + sum(row[2] or 0 for row in sources),
+    )
+
+
+# --- Relaying the turn ---------------------------------------------------------
+
+
+def turn_outcome_released(turn_id: int) -> Outcome | None:
+    """`turn_outcome`, then the connection back: an asynchronous wait holds none between two reads."""
+    try:
+        return turn_outcome(turn_id)
+    finally:
+        connections.close_all()
+
+
+class Relay:
+    """Turns the worker's events into OpenAI chunks.
+
+    Sent text cannot be taken back in this format. When the worker resets (the
+    context changed under the reply, or a retry), the stream says so and then
+    carries the new reply; the text stored in DeLLM is the final one, and a
+    client that replays its copy later is matched by position, not by text.
+    """
+
+    RESET_NOTE = "\n\n[DeLLM: memory changed while this reply was written; here it is again.]\n\n"
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.id = completion_id(prepared.turn_id)
+        self.created = int(time.time())
+        self.sent = ""
+        self.since_reset = ""
+        self.was_reset = False
+
+    def _chunk(self, **kwargs: Any) -> str:
+        kwargs.setdefault("with_usage", self.prepared.request.include_usage)
+        return chunk(id=self.id, model=self.prepared.request.model, created=self.created, **kwargs)
+
+    def start(self) -> list[str]:
+        return [self._chunk(delta={"role": "assistant", "content": ""})]
+
+    def _text(self, text: str) -> list[str]:
+        out = []
+        if self.was_reset and self.sent and not self.since_reset:
+            out.append(self._chunk(delta={"content": self.RESET_NOTE}))
+            self.sent += self.RESET_NOTE
+        self.sent += text
+        self.since_reset += text
+        out.append(self._chunk(delta={"content": text}))
+        return out
+
+    def event(self, payload: dict[str, Any]) -> tuple[list[str], bool]:
+        """Chunks for one pub/sub event, and whether the turn's state should be read now."""
+        name = payload.get("event")
+        if name == "token":
+            return self._text(str(payload.get("data", {}).get("text", ""))), False
+        if name == "reset":
+            self.was_reset = True
+            self.since_reset = ""
+            return [], False
+        return [], name == "changed"
+
+    def finish(self, outcome: Outcome) -> list[str]:
+        if not outcome.done:
+            error = CompletionError(outcome.error, status=502, type="server_error", code="upstream_error")
+            return [sse_data(error.body())]
+        out: list[str] = []
+        if outcome.text != self.since_reset:
+            # Tokens missed (published before a reconnect) or a reply that differs from what streamed.
+            rest = outcome.text[len(self.since_reset) :] if outcome.text.startswith(self.since_reset) else None
+            if rest is None:
+                self.was_reset, self.since_reset = True, ""
+                out += self._text(outcome.text)
+            elif rest:
+                out += self._text(rest)
+        out.append(self._chunk(delta={}, finish_reason="stop", dellm=_dellm(self.prepared, outcome)))
+        if self.prepared.request.include_usage:
+            out.append(
+                chunk(
+                    id=self.id,
+                    model=self.prepared.request.model,
+                    created=self.created,
+                    usage=_usage(self.prepared, outcome),
+                    usage_chunk=True,
+                )
+            )
+        out.append(DONE)
+        return out
+
+    def timeout(self) -> list[str]:
+        error = CompletionError(
+            f"The reply is taking too long; it will still appear in DeLLM (turn {self.prepared.turn_id}).",
+            status=504,
+            type="server_error",
+            code="timeout",
+        )
+        return [sse_data(error.body())]
+
+
+def _dellm(prepared: Prepared, outcome: Outcome) -> dict[str, Any]:
+    return prepared.dellm | {
+        "reply_id": outcome.reply_id,
+        "context": list(outcome.context),
+        "context_seqs": list(outcome.context_seqs),
+    }
+
+
+def _usage(prepared: Prepared, outcome: Outcome) -> dict[str, int]:
+    return usage("x" * (outcome.prompt_chars + len(prepared.request.system)), outcome.text)
+
+
+def turn_headers(response: R, prepared: Prepared, outcome: Outcome | None = None) -> R:
+    response["Cache-Control"] = "no-store"
+    if prepared.thread_id is not None:
+        response["X-DeLLM-Thread"] = str(prepared.thread_id)
+        response["X-DeLLM-Turn"] = str(prepared.turn_id)
+        response["X-DeLLM-Message"] = str(prepared.message_id)
+    if outcome is not None and outcome.done:
+        response["X-DeLLM-Reply"] = str(outcome.reply_id)
+        response["X-DeLLM-Context"] = ",".join(str(pk) for pk in outcome.context)
+    if "deletion_id" in prepared.dellm:
+        response["X-DeLLM-Deletion"] = str(prepared.dellm["deletion_id"])
+    return response
+
+
+def stream_response(events: Iterator[str] | AsyncIterator[str], prepared: Prepared) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["X-Accel-Buffering"] = "no"
+    return turn_headers(response, prepared)
+
+
+def answer_response(prepared: Prepared, *, asgi: bool) -> HttpResponseBase:
+    """A deletion preview, already complete: one completion, or a short stream."""
+    assert prepared.answer is not None
+    request = prepared.request
+    if not request.stream:
+        body = completion(
+            id=prepared.answer_id,
+            model=request.model,
+            text=prepared.answer,
+            dellm=prepared.dellm,
+            usage=usage(request.conversation[-1].text, prepared.answer),
+        )
+        return turn_headers(JsonResponse(body), prepared)
+    created = int(time.time())
+    parts = [
+        chunk(
+            id=prepared.answer_id,
+            model=request.model,
+            created=created,
+            delta={"role": "assistant", "content": ""},
+            with_usage=request.include_usage,
+        ),
+        chunk(
+            id=prepared.answer_id,
+            model=request.model,
+            created=created,
+            delta={"content": prepared.answer},
+            with_usage=request.include_usage,
+        ),
+        chunk(
+            id=prepared.answer_id,
+            model=request.model,
+            created=created,
+            delta={},
+            finish_reason="stop",
+            dellm=prepared.dellm,
+            with_usage=request.include_usage,
+        ),
+    ]
+    if request.include_usage:
+        parts.append(
+            chunk(
+                id=prepared.answer_id,
+                model=request.model,
+                created=created,
+                usage=usage(request.conversation[-1].text, prepared.answer),
+                usage_chunk=True,
+            )
+        )
+    parts.append(DONE)
+    # The server's own kind of iterator: an ASGI server would otherwise consume a
+    # synchronous one in a thread (and warn), a WSGI one buffer an asynchronous one.
+    return stream_response(_aiter(parts) if asgi else iter(parts), prepared)
+
+
+async def _aiter(parts: list[str]) -> AsyncIterator[str]:
+    for part in parts:
+        yield part
+
+
+# Asynchronous waiting (ASGI) ------------------------------------------------
+
+
+async def subscribe_async(turn_id: int) -> tuple[redis.asyncio.Redis, redis.asyncio.client.PubSub]:
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(channel(turn_id))
+    # Wait for Redis to confirm, so that nothing the worker publishes is missed.
+    while (await pubsub.get_message(timeout=2.0)) is None:
+        pass
+    return client, pubsub
+
+
+async def events_async(
+    prepared: Prepared, client: redis.asyncio.Redis, pubsub: redis.asyncio.client.PubSub
+) -> AsyncIterator[str]:
+    relay = Relay(prepared)
+    outcome_of = sync_to_async(turn_outcome_released)
+    try:
+        for part in relay.start():
+            yield part
+        deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
+        next_check = time.monotonic() + STATE_CHECK_SECONDS
+        next_ping = time.monotonic() + PING_SECONDS
+        while time.monotonic() < deadline:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            check = time.monotonic() >= next_check
+            if message is not None:
+                parts, changed = relay.event(json.loads(message["data"]))
+                for part in parts:
+                    yield part
+                check = check or changed
+            if check:
+                next_check = time.monotonic() + STATE_CHECK_SECONDS
+                outcome = await outcome_of(prepared.turn)
+                if outcome is not None:
+                    for part in relay.finish(outcome):
+                        yield part
+                    return
+            if time.monotonic() >= next_ping:
+                next_ping = time.monotonic() + PING_SECONDS
+                yield ": ping\n\n"
+        for part in relay.timeout():
+            yield part
+    finally:
+        # Also on a client that went away (the server cancels this generator):
+        # the turn goes on in the worker and commits whole.
+        await pubsub.aclose()
+        await client.aclose()
+
+
+async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
+    deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
+    next_check = time.monotonic() + STATE_CHECK_SECONDS
+    outcome_of = sync_to_async(turn_outcome_released)
+    while time.monotonic() < deadline:
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+        changed = message is not None and json.loads(message["data"]).get("event") == "changed"
+        if changed or time.monotonic() >= next_check:
+            next_check = time.monotonic() + STATE_CHECK_SECONDS
+            outcome = await outcome_of(prepared.turn)
+            if outcome is not None:
+                return outcome
+    return None
+
+
+# Synchronous waiting (WSGI) -------------------------------------------------
+
+
+def events_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Iterator[str]:
+    relay = Relay(prepared)
+    try:
+        yield from relay.start()
+        deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
+        next_check = time.monotonic() + STATE_CHECK_SECONDS
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=1.0)
+            check = time.monotonic() >= next_check
+            if message is not None:
+                parts, changed = relay.event(json.loads(message["data"]))
+                yield from parts
+                check = check or changed
+            if check:
+                next_check = time.monotonic() + STATE_CHECK_SECONDS
+                outcome = turn_outcome(prepared.turn)
+                if outcome is not None:
+                    yield from relay.finish(outcome)
+                    return
+        yield from relay.timeout()
+    finally:
+        pubsub.close()
+
+
+def wait_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Outcome | None:
+    deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
+    next_check = time.monotonic() + STATE_CHECK_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=1.0)
+            changed = message is not None and json.loads(message["data"]).get("event") == "changed"
+            if changed or time.monotonic() >= next_check:
+                next_check = time.monotonic() + STATE_CHECK_SECONDS
+                outcome = turn_outcome(prepared.turn)
+                if outcome is not None:
+                    return outcome
+        return None
+    finally:
+        pubsub.close()
+
+
+def completion_response(prepared: Prepared, outcome: Outcome | None) -> HttpResponse:
+    if outcome is None:
+        error = CompletionError(
+            f"The reply is taking too long; it will still appear in DeLLM (turn {prepared.turn_id}).",
+            status=504,
+            type="server_error",
+            code="timeout",
+        )
+        return turn_headers(error_response(error), prepared)
+    if not outcome.done:
+        error = CompletionError(outcome.error, status=502, type="server_error", code="upstream_error")
+        return turn_headers(error_response(error), prepared)
+    body = completion(
+        id=completion_id(prepared.turn_id),
+        model=prepared.request.model,
+        text=outcome.text,
+        dellm=_dellm(prepared, outcome),
+        usage=_usage(prepared, outcome),
+    )
+    return turn_headers(JsonResponse(body), prepared, outcome)

@@ -1,0 +1,395 @@
+"""`/v1/`: the OpenAI-compatible endpoint (chat completions and models).
+
+An unmodified OpenAI client works against `http://host/v1` with a DeLLM API
+token as its key. Each completion is a DeLLM turn (chat/completions.py says
+how the client's transcript is matched to stored messages): the turn runs in
+the Celery worker exactly as a turn from the web app, and this view relays the
+worker's token events (chat/streams.py) as `chat.completion.chunk` events, or
+waits for the reply. The view subscribes to the turn's channel before the turn
+is enqueued, so no event is lost, and holds no database connection while it
+waits. The reply commits in the worker whether or not the client is still
+there: a client that goes away mid-stream finds the whole reply in DeLLM, and
+a half one is never stored.
+
+Under an ASGI server the waiting is asynchronous (redis.asyncio); under WSGI
+(`runserver`, gunicorn threads) the same relay runs on the request's thread.
+"""
+
+import json
+import logging
+from typing import Any, cast
+
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from kombu.exceptions import KombuError
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from chat import completions, services
+from chat.completions_relay import (
+    Prepared,
+    answer_response,
+    completion_response,
+    error_response,
+    events_async,
+    events_sync,
+    stream_response,
+    subscribe_async,
+    wait_async,
+    wait_sync,
+)
+from chat.completions_wire import (
+    CompletionError,
+    CompletionRequest,
+    completion_id,
+    completion_request_parse,
+    model_ids,
+)
+from chat.models import Message
+from chat.streams import turn_subscribe
+from dellm_site.errors import DomainError
+from provenance import services as deletions
+from provenance.requests import parse_deletion_request, resolve_deletion_request
+
+logger = logging.getLogger(__name__)
+
+# As in the web chat (chat/views.py): a typed deletion previews as restorable.
+CHAT_DELETION_MODE = "soft"
+# Seq numbers listed by a deletion preview answered in the chat.
+PREVIEW_LISTED = 10
+
+
+# --- Authentication and throttling -------------------------------------------
+
+
+class BearerTokenAuthentication(TokenAuthentication):
+    """The DeLLM API token sent as `Authorization: Bearer <token>`, as OpenAI clients send keys.
+
+    The one place to change when the default authentication accepts Bearer
+    itself (django-rest-knox): delete this class and `_authenticators` keeps
+    only the defaults.
+    """
+
+    keyword = "Bearer"
+
+
+def _authenticators() -> list[BaseAuthentication]:
+    # The project's token authentication first, then Bearer for what it does
+    # not take. Sessions are left out: `/v1/` is for API clients, and no CSRF
+    # token comes with them.
+    classes = cast("list[type[BaseAuthentication]]", api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+    defaults = [cls() for cls in classes]
+    return [auth for auth in defaults if not isinstance(auth, SessionAuthentication)] + [BearerTokenAuthentication()]
+
+
+class CompletionThrottle(SimpleRateThrottle):
+    """The web chat's budget (`DELLM_CHAT_RATE`, scope `chat`): one per user, shared by both ways in."""
+
+    scope = "chat"
+
+    def get_cache_key(self, request: Request, view: object) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+
+
+def _user(request: HttpRequest) -> tuple[Request, User]:
+    """The request as DRF sees it and the token's user, or CompletionError 401 in OpenAI's words."""
+    drf_request = Request(request, authenticators=_authenticators())
+    try:
+        user = drf_request.user
+    except exceptions.AuthenticationFailed as exc:
+        raise CompletionError(
+            "Incorrect API key provided. Use your DeLLM API token as the key.",
+            status=401,
+            code="invalid_api_key",
+        ) from exc
+    if not user or not user.is_authenticated:
+        raise CompletionError(
+            "You didn't provide an API key. Send your DeLLM API token as 'Authorization: Bearer <token>'.",
+            status=401,
+            code="missing_api_key",
+        )
+    return drf_request, user
+
+
+def _throttle(drf_request: Request) -> None:
+    throttle = CompletionThrottle()
+    if not throttle.allow_request(drf_request, APIView()):
+        wait = throttle.wait()
+        raise CompletionError(
+            "Rate limit reached for chat completions; please try again later.",
+            status=429,
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(int(wait or 1))},
+        )
+
+
+def _domain_error(exc: DomainError) -> CompletionError:
+    param = next(iter(exc.fields), None) if exc.fields else None
+    if exc.status == 404:
+        return CompletionError(exc.message, status=404, param=param, code=exc.code)
+    if exc.status >= 500:
+        return CompletionError(exc.message, status=exc.status, type="server_error", code=exc.code)
+    return CompletionError(exc.message, status=exc.status, param=param, code=exc.code)
+
+
+# --- Preparing a completion (synchronous: database work) -----------------------
+
+
+def _body(request: HttpRequest) -> object:
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    too_big = CompletionError(f"The request body is larger than {limit} bytes.", status=413, code="request_too_large")
+    if length.isdigit() and limit is not None and int(length) > limit:
+        raise too_big
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_big from None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise CompletionError("We could not parse the JSON body of your request.") from None
+
+
+def _without_deletion_requests(conversation: list[completions.Said]) -> list[completions.Said]:
+    """The transcript less the deletion requests typed earlier and the previews that answered them.
+
+    Neither was ever stored, so neither holds a position in the thread.
+    """
+    kept: list[completions.Said] = []
+    skip_answer = False
+    for said in conversation:
+        if said.role == "user" and parse_deletion_request(said.text) is not None:
+            skip_answer = True
+            continue
+        if skip_answer and said.role == "assistant":
+            skip_answer = False
+            continue
+        skip_answer = False
+        kept.append(said)
+    return kept
+
+
+def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: CompletionRequest) -> Prepared:
+    deletion = deletions.deletion_preview(
+        owner=owner,
+        actor=owner,
+        mode=CHAT_DELETION_MODE,
+        selector="request",
+        **resolve_deletion_request(owner=owner, text=text),
+    )
+    link = http.build_absolute_uri(f"/?deletion={deletion.pk}")
+    seqs = dict(
+        Message.objects.filter(owner=owner, pk__in=deletion.matched_ids + deletion.dependent_ids).values_list(
+            "pk", "seq"
+        )
+    )
+
+    def listed(ids: list[int]) -> str:
+        numbers = sorted(seqs[pk] for pk in ids if pk in seqs)
+        shown = ", ".join(f"#{seq}" for seq in numbers[:PREVIEW_LISTED])
+        return shown + (f" and {len(numbers) - PREVIEW_LISTED} more" if len(numbers) > PREVIEW_LISTED else "")
+
+    if deletion.total == 0:
+        answer = (
+            "Nothing in your DeLLM memory matches this request, so nothing would be deleted. "
+            "(This request was not stored.)"
+        )
+    else:
+        answer = (
+            f"Nothing has been deleted yet. Forgetting this would remove {deletion.total} "
+            f"message{'s' if deletion.total != 1 else ''} from your DeLLM memory: "
+            f"{listed(deletion.matched_ids)} matched"
+            + (
+                f", and {listed(deletion.dependent_ids)} derived from {'them' if deletion.matched_count != 1 else 'it'}"
+                if deletion.dependent_ids
+                else ""
+            )
+            + f". Review and confirm (or cancel) in DeLLM: {link}\n\n(This request was not stored.)"
+        )
+    return Prepared(
+        request=parsed,
+        owner_id=owner.pk,
+        answer=answer,
+        answer_id=completion_id(None, deletion.pk),
+        dellm={
+            "deletion_id": deletion.pk,
+            "deletion_url": link,
+            "matched": deletion.matched_ids,
+            "dependents": deletion.dependent_ids,
+            "thread_id": None,
+            "turn_id": None,
+            "message_id": None,
+            "reply_id": None,
+            "context": [],
+        },
+    )
+
+
+def _prepare(http: HttpRequest) -> Prepared:
+    """Authenticate, throttle, validate, then store the turn (or preview a deletion). Raises CompletionError."""
+    drf_request, owner = _user(http)
+    _throttle(drf_request)
+    parsed = completion_request_parse(_body(http), thread_header=http.headers.get("X-DeLLM-Thread"))
+    conversation = [*_without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
+    last = conversation[-1]
+    try:
+        if parse_deletion_request(last.text) is not None:
+            return _deletion_answer(http, owner=owner, text=last.text, parsed=parsed)
+        started = completions.completion_turn_start(owner=owner, thread_id=parsed.thread_id, conversation=conversation)
+    except DomainError as exc:
+        raise _domain_error(exc) from None
+    return Prepared(
+        request=parsed,
+        owner_id=owner.pk,
+        turn_id=started.turn.pk,
+        thread_id=started.thread.pk,
+        message_id=started.turn.user_message_id,
+        dellm={
+            "thread_id": started.thread.pk,
+            "turn_id": started.turn.pk,
+            "message_id": started.turn.user_message_id,
+            "stored": len(started.alignment.new),
+            "dropped": started.alignment.dropped,
+        },
+    )
+
+
+def _prepare_released(http: HttpRequest) -> Prepared:
+    """`_prepare` under ASGI: the connection goes back before the (long) wait for the reply."""
+    try:
+        return _prepare(http)
+    finally:
+        connections.close_all()
+
+
+def _enqueue(prepared: Prepared) -> None:
+    from chat.tasks import turn_run_task
+
+    turn_run_task.delay(turn_id=prepared.turn, system=prepared.request.system)
+
+
+# --- Views -----------------------------------------------------------------------
+
+
+def _unexpected(exc: Exception) -> JsonResponse:
+    logger.exception("unhandled error in the OpenAI-compatible endpoint (%s)", type(exc).__name__)
+    error = CompletionError("Something went wrong on our side; please try again.", status=500, type="server_error")
+    return error_response(error)
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
+    """`POST /v1/chat/completions`."""
+    if request.method != "POST":
+        error = CompletionError(f"Method {request.method} is not allowed here; use POST.", status=405)
+        response = error_response(error)
+        response["Allow"] = "POST"
+        return response
+    try:
+        prepared = await sync_to_async(_prepare_released if isinstance(request, ASGIRequest) else _prepare)(request)
+    except CompletionError as error:
+        return error_response(error)
+    except Exception as exc:
+        return _unexpected(exc)
+    if prepared.answer is not None:
+        return answer_response(prepared, asgi=isinstance(request, ASGIRequest))
+    assert prepared.turn_id is not None
+    asgi = isinstance(request, ASGIRequest)
+    try:
+        # Subscribed before the turn is enqueued: the worker cannot publish before we listen.
+        if asgi:
+            client, pubsub = await subscribe_async(prepared.turn_id)
+        else:
+            sync_pubsub = await sync_to_async(turn_subscribe)(prepared.turn_id)
+        await sync_to_async(_enqueue)(prepared)
+    except (redis.RedisError, KombuError, OSError) as exc:
+        return await sync_to_async(_not_queued)(prepared, exc)
+    if asgi:
+        if prepared.request.stream:
+            return stream_response(events_async(prepared, client, pubsub), prepared)
+        try:
+            outcome = await wait_async(prepared, pubsub)
+        finally:
+            await pubsub.aclose()
+            await client.aclose()
+        return await sync_to_async(completion_response)(prepared, outcome)
+    # Under WSGI this coroutine runs in its own event loop on the request's
+    # thread; blocking Redis calls are what that thread is for.
+    if prepared.request.stream:
+        return stream_response(events_sync(prepared, sync_pubsub), prepared)
+    outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
+    return await sync_to_async(completion_response)(prepared, outcome)
+
+
+def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:
+    """Redis (broker or pub/sub) is unreachable: the turn fails visibly and can be retried from the web app."""
+    logger.warning("completion turn %s: could not be queued (%s)", prepared.turn_id, type(exc).__name__)
+    services.turn_fail(turn_id=prepared.turn, error="The reply could not be queued; please retry.")
+    error = CompletionError(
+        "DeLLM cannot reach its task queue right now; please try again.",
+        status=503,
+        type="server_error",
+        code="service_unavailable",
+        headers={"Retry-After": "5"},
+    )
+    return error_response(error)
+
+
+def _model(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "dellm"}
+
+
+def _authorized(request: HttpRequest) -> JsonResponse | None:
+    if request.method != "GET":
+        response = error_response(CompletionError(f"Method {request.method} is not allowed here.", status=405))
+        response["Allow"] = "GET"
+        return response
+    try:
+        _user(request)
+    except CompletionError as error:
+        return error_response(error)
+    return None
+
+
+def models(request: HttpRequest) -> HttpResponse:
+    """`GET /v1/models`: the one model DeLLM serves (`DELLM_OPENAI_MODEL`)."""
+    refused = _authorized(request)
+    if refused is not None:
+        return refused
+    return JsonResponse({"object": "list", "data": [_model(model_id) for model_id in model_ids()]})
+
+
+def model_detail(request: HttpRequest, model_id: str) -> HttpResponse:
+    """`GET /v1/models/{id}`."""
+    refused = _authorized(request)
+    if refused is not None:
+        return refused
+    if model_id not in model_ids():
+        error = CompletionError(
+            f"The model '{model_id}' does not exist or you do not have access to it.",
+            status=404,
+            param="model",
+            code="model_not_found",
+        )
+        return error_response(error)
+    return JsonResponse(_model(model_id))
+
+
+def not_found(request: HttpRequest) -> JsonResponse:
+    """Any other address under `/v1/`."""
+    error = CompletionError(f"Invalid URL ({request.method} {request.path}).", status=404, code="unknown_url")
+    return error_response(error)

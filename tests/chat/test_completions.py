@@ -1,0 +1,125 @@
+"""Matching a client's resent transcript to a thread's stored messages (chat/completions.py)."""
+
+import pytest
+
+from chat.completions import Said, completion_turn_start, thread_match, transcript_align
+from chat.models import ContextEdge, Message, Thread
+from tests.factories import make_message, make_thread
+
+
+def said(*pairs: tuple[str, str]) -> list[Said]:
+    return [Said(role=role, text=text) for role, text in pairs]
+
+
+def history(thread: Thread, *pairs: tuple[str, str]) -> list[Message]:
+    return [make_message(thread, text, role=role) for role, text in pairs]
+
+
+EXCHANGE = (("user", "I have a red bike."), ("assistant", "Noted: I have a red bike."))
+
+
+def test_removed_positions_are_dropped_whatever_the_replayed_text(owner):
+    thread = make_thread(owner)
+    stored = history(thread, *EXCHANGE, ("user", "Nice weather."), ("assistant", "Indeed."))
+    Message.objects.filter(pk__in=[stored[0].pk, stored[1].pk]).update(status="purged", content="")
+    alignment = transcript_align(
+        thread=thread, earlier=said(*EXCHANGE, ("user", "Nice weather."), ("assistant", "Indeed."))
+    )
+    assert (alignment.matched, alignment.removed, alignment.differing, alignment.new) == (2, 2, 0, [])
+
+
+def test_new_messages_past_the_end_are_kept_only_after_a_verified_live_tail(owner):
+    thread = make_thread(owner)
+    stored = history(thread, *EXCHANGE)
+    more = said(*EXCHANGE, ("user", "Also a blue car."), ("assistant", "Noted."))
+    assert transcript_align(thread=thread, earlier=more).new == more[2:]
+
+    # The tail was forgotten: what follows it could be a shifted copy of it, so nothing is kept.
+    Message.objects.filter(pk=stored[1].pk).update(status="deleted")
+    alignment = transcript_align(thread=thread, earlier=more)
+    assert (alignment.new, alignment.dropped_new, alignment.removed) == ([], 2, 1)
+
+
+def test_an_edited_copy_is_dropped_and_stops_any_extension(owner):
+    thread = make_thread(owner)
+    history(thread, *EXCHANGE)
+    alignment = transcript_align(
+        thread=thread, earlier=said(("user", "I have a green bike."), EXCHANGE[1], ("user", "And a car."))
+    )
+    assert (alignment.matched, alignment.differing, alignment.new, alignment.dropped_new) == (1, 1, [], 1)
+
+
+def test_the_thread_is_found_by_its_live_messages_at_their_positions(owner, other_owner):
+    mine = make_thread(owner)
+    history(mine, *EXCHANGE, ("user", "Where is my bike?"), ("assistant", "In the shed."))
+    # Same first exchange elsewhere, but it goes on differently: not this conversation.
+    elsewhere = make_thread(owner)
+    history(elsewhere, *EXCHANGE, ("user", "Something else."), ("assistant", "Sure."))
+    # Another owner's identical thread is never a candidate.
+    history(make_thread(other_owner), *EXCHANGE, ("user", "Where is my bike?"), ("assistant", "In the shed."))
+
+    transcript = said(*EXCHANGE, ("user", "Where is my bike?"), ("assistant", "In the shed."))
+    assert thread_match(owner=owner, earlier=transcript) == mine
+    assert thread_match(owner=owner, earlier=transcript[:2]) in (mine, elsewhere)
+    # At the wrong position the same text anchors nothing.
+    assert thread_match(owner=owner, earlier=[Said(role="user", text="x"), *transcript]) is None
+
+
+def test_a_thread_whose_first_messages_were_purged_is_still_found_by_a_later_live_one(owner):
+    thread = make_thread(owner)
+    stored = history(thread, *EXCHANGE, ("user", "Where is my bike?"), ("assistant", "Your red bike."))
+    Message.objects.filter(pk__in=[stored[0].pk, stored[1].pk, stored[3].pk]).update(status="purged", content="")
+    transcript = said(*EXCHANGE, ("user", "Where is my bike?"), ("assistant", "Your red bike."))
+    assert thread_match(owner=owner, earlier=transcript) == thread
+
+
+def test_a_transcript_that_matches_nothing_keeps_only_its_last_message(owner):
+    started = completion_turn_start(
+        owner=owner, thread_id=None, conversation=said(*EXCHANGE, ("user", "What do I ride?"))
+    )
+    assert list(Message.objects.values_list("thread_id", "role", "content")) == [
+        (started.thread.pk, "user", "What do I ride?")
+    ]
+    assert started.created_thread
+    assert (started.alignment.dropped, started.alignment.new) == (2, [])
+    assert started.thread.title == "Via the OpenAI-compatible API"
+
+
+def test_stored_assistant_text_gets_every_earlier_live_message_of_the_thread_as_its_source(owner):
+    thread = make_thread(owner)
+    first, reply = history(thread, *EXCHANGE)
+    started = completion_turn_start(
+        owner=owner,
+        thread_id=thread.pk,
+        conversation=said(*EXCHANGE, ("user", "I sold it."), ("assistant", "Sorry to hear."), ("user", "Now what?")),
+    )
+    sold, sorry, now = Message.objects.filter(thread=thread).order_by("seq")[2:]
+    assert [(m.role, m.content) for m in (sold, sorry, now)] == [
+        ("user", "I sold it."),
+        ("assistant", "Sorry to hear."),
+        ("user", "Now what?"),
+    ]
+    assert sold.embedding is not None and sorry.embedding is not None
+    assert set(ContextEdge.objects.filter(target=sorry).values_list("source_id", flat=True)) == {
+        first.pk,
+        reply.pk,
+        sold.pk,
+    }
+    assert not ContextEdge.objects.filter(target=sold).exists()
+    assert started.turn.user_message == now
+
+
+def test_an_unknown_explicit_thread_is_not_found(owner, other_owner):
+    from dellm_site.errors import NotFound
+
+    with pytest.raises(NotFound):
+        completion_turn_start(owner=owner, thread_id=make_thread(other_owner).pk, conversation=said(("user", "hi")))
+    assert not Message.objects.exists()
+
+
+def test_a_transcript_sent_into_an_empty_thread_keeps_only_its_last_message(owner, thread):
+    started = completion_turn_start(
+        owner=owner, thread_id=thread.pk, conversation=said(*EXCHANGE, ("user", "What do I ride?"))
+    )
+    assert list(Message.objects.values_list("thread_id", "content")) == [(thread.pk, "What do I ride?")]
+    assert (started.created_thread, started.alignment.dropped) == (False, 2)

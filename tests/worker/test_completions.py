@@ -1,0 +1,169 @@
+"""The OpenAI-compatible endpoint driven by the official `openai` client, a real worker and a fake upstream model.
+
+The fake upstream (tests/fake_openai.py) records every prompt DeLLM sends it,
+so these tests assert exactly what the model saw.
+"""
+
+import httpx
+import openai
+import pytest
+from rest_framework.authtoken.models import Token
+
+from chat.models import Message, Turn
+from tests.asgi_server import asgi_server
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import pg_dump, wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+SYSTEM = "Answer in one sentence. Client instruction 7f3a."
+FACT = "I live in Lyon and my cat is called Zorglub."
+
+
+@pytest.fixture
+def upstream(start_worker):
+    """The model behind DeLLM: a fake OpenAI server that records every prompt it gets."""
+    with FakeOpenAI(default_text="A reply.", chunk_delay=0.02) as fake:
+        start_worker({"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"})
+        yield fake
+
+
+@pytest.fixture
+def token(owner) -> str:
+    return Token.objects.create(user=owner).key
+
+
+@pytest.fixture
+def asgi_url(transactional_db):
+    with asgi_server() as url:
+        yield url
+
+
+def prompts(fake: FakeOpenAI) -> list[list[dict]]:
+    """The `messages` of every chat completion DeLLM asked of the model, in order."""
+    return [r["body"]["messages"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+
+
+def streamed(client: openai.OpenAI, messages: list[dict]) -> tuple[str, dict]:
+    """Stream a completion with the official client: (the text, the `dellm` field of the last chunk)."""
+    chunks = list(client.chat.completions.create(model="dellm", messages=messages, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks] == [None] * (len(chunks) - 1) + ["stop"]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    return text, chunks[-1].model_extra["dellm"]
+
+
+def test_a_forgotten_memory_stays_forgotten_when_the_client_replays_its_transcript(upstream, asgi_url, owner, token):
+    client = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=token, max_retries=0, timeout=60)
+    system = {"role": "system", "content": SYSTEM}
+    transcript = [system, {"role": "user", "content": FACT}]
+
+    upstream.script = [("ok", "Noted, Lyon and Zorglub.")]
+    first, first_ids = streamed(client, transcript)
+    assert first == "Noted, Lyon and Zorglub."
+    fact = Message.objects.get(pk=first_ids["message_id"])
+    assert fact.content == FACT
+
+    # The same question twice: the first time the memory answers it.
+    transcript += [{"role": "assistant", "content": first}, {"role": "user", "content": "Where do I live?"}]
+    upstream.script = [("ok", "You live in Lyon.")]
+    answer, used = streamed(client, transcript)
+    assert answer == "You live in Lyon."
+    assert used["thread_id"] == first_ids["thread_id"]
+    assert (used["stored"], used["dropped"]) == (0, 0)
+    assert fact.pk in used["context"]
+    assert FACT in prompts(upstream)[-1][-1]["content"]
+
+    # Forgotten in DeLLM: a purge of the fact, through the API, takes the replies derived from it along.
+    api = httpx.Client(base_url=asgi_url, headers={"Authorization": f"Token {token}"})
+    preview = api.post("/api/deletions/", json={"select": {"ids": [fact.pk]}, "mode": "purge"}).json()
+    assert sorted(preview["dependents"]) == sorted([first_ids["reply_id"], used["reply_id"]])
+    assert api.post(f"/api/deletions/{preview['id']}/confirm/").json()["status"] == "executed"
+
+    # The client still holds the whole transcript, the forgotten text included, and replays it.
+    transcript += [{"role": "assistant", "content": answer}, {"role": "user", "content": "Where do I live?"}]
+    upstream.script = [("ok", "I don't know where you live.")]
+    again, after = streamed(client, transcript)
+    assert again == "I don't know where you live."
+    # Same thread (found through its live question), the three removed messages recognised by
+    # position and dropped, nothing of the transcript stored again.
+    assert after["thread_id"] == first_ids["thread_id"]
+    assert (after["stored"], after["dropped"]) == (0, 3)
+    seen = prompts(upstream)[-1]
+    assert [m["role"] for m in seen] == ["system", "system", "user"]
+    assert seen[1]["content"] == SYSTEM
+    assert all("Lyon" not in m["content"] and "Zorglub" not in m["content"] for m in seen)
+    assert fact.pk not in after["context"]
+    # Everything that did reach the model is a stored, live message with an edge to the reply.
+    reply = Message.objects.get(pk=after["reply_id"])
+    sources = {e.source_id for e in reply.in_edges.all()}
+    assert sources == {after["message_id"], *after["context"]}
+    assert all(m.is_live for m in Message.objects.filter(pk__in=sources))
+    # Nothing came back as memory, and the client's system prompt was never stored.
+    assert not Message.objects.filter(content__contains="Zorglub").exists()
+    assert Message.objects.filter(owner=owner, status="purged").count() == 3
+    dump = pg_dump()
+    assert "Zorglub" not in dump
+    assert "7f3a" not in dump
+
+    # Asked to forget it again from the client: nothing left to match, and the request is not stored.
+    transcript += [{"role": "assistant", "content": again}, {"role": "user", "content": "Forget that I live in Lyon"}]
+    answer, preview = streamed(client, transcript)
+    assert answer == (
+        "Nothing in your DeLLM memory matches this request, so nothing would be deleted. (This request was not stored.)"
+    )
+    assert preview["thread_id"] is None
+    assert not Message.objects.filter(content__contains="Forget").exists()
+
+
+def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(upstream, asgi_url, owner, token):
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    upstream.script = [("ok", text)]
+    upstream.chunk_delay = 0.1
+    with httpx.Client(base_url=asgi_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        body = {"model": "dellm", "messages": [{"role": "user", "content": "Count for me."}], "stream": True}
+        with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            turn_id = int(response.headers["X-DeLLM-Turn"])
+            for line in response.iter_lines():
+                if '"content": "two ' in line:
+                    break
+    turn = wait_for(lambda: Turn.objects.filter(pk=turn_id, status="done").first())
+    assert turn.reply.content == text
+    assert Message.objects.filter(owner=owner, role="assistant").count() == 1
+
+
+def test_non_streaming_completion_carries_the_memories_it_used(upstream, live_server, owner, token):
+    """Also under WSGI (live_server): the same view waits on the request's thread."""
+    # Closed at the end: the server's request thread (and its database connection) lives as long as the client's.
+    with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=token, max_retries=0) as client:
+        second, raw, first = _ask_twice(client, upstream)
+    dellm = second.model_extra["dellm"]
+    assert second.object == "chat.completion"
+    assert second.choices[0].message.content == "Zorglub."
+    assert second.choices[0].finish_reason == "stop"
+    assert dellm["thread_id"] == first.model_extra["dellm"]["thread_id"]
+    assert dellm["context"][0] == first.model_extra["dellm"]["message_id"]
+    assert raw.headers["X-DeLLM-Context"] == ",".join(str(pk) for pk in dellm["context"])
+    assert raw.headers["X-DeLLM-Reply"] == str(dellm["reply_id"])
+    assert raw.headers["X-DeLLM-Thread"] == str(dellm["thread_id"])
+    # The client's copy of the first exchange was matched, not stored twice.
+    assert list(Message.objects.filter(owner=owner).values_list("role", flat=True)) == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+
+
+def _ask_twice(client: openai.OpenAI, upstream: FakeOpenAI):
+    upstream.script = [("ok", "Noted."), ("ok", "Zorglub.")]
+    first = client.chat.completions.create(model="dellm", messages=[{"role": "user", "content": FACT}])
+    raw = client.chat.completions.with_raw_response.create(
+        model="dellm",
+        messages=[
+            {"role": "user", "content": FACT},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": [{"type": "text", "text": "What is my cat called?"}]},
+        ],
+    )
+    return raw.parse(), raw, first
