@@ -127,6 +127,8 @@ CELERY_BEAT_SCHEDULE = {
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
     # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
+    # Imports whose worker vanished: failed, their uploads deleted.
+    "sweep-stuck-imports": {"task": "chat.imports_sweep", "schedule": 600.0},
 }
 # Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
 # exponential backoff base * 2**n, at most this many times, then the turn fails.
@@ -167,6 +169,16 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
+# Importing chat histories (chat/imports.py, README "Importing chat histories"):
+# an upload's size in bytes, a zip's conversations.json unpacked, and what one
+# file may hold. A conversation's replies get an edge from every earlier
+# message of their branch, so its edges grow with the square of its length.
+DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
+DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024)
+DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_000)
+DELLM_IMPORT_MAX_MESSAGES = env_int("DELLM_IMPORT_MAX_MESSAGES", 100_000)
+DELLM_IMPORT_MAX_CONVERSATION_MESSAGES = env_int("DELLM_IMPORT_MAX_CONVERSATION_MESSAGES", 2_000)
+DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_000)
 # TOFU data for `manage.py dellm_eval` (lab): shipped in the repository with its MIT notice.
 DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluation" / "data" / "tofu")))
 # Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.
@@ -184,7 +196,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"chat": env_str("DELLM_CHAT_RATE", "60/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "chat": env_str("DELLM_CHAT_RATE", "60/min"),
+        "import": env_str("DELLM_IMPORT_RATE", "20/hour"),
+    },
 }
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)

@@ -33,6 +33,8 @@ class ImportedMessage:
     role: str
     text: str
     created_at: datetime | None = None
+    # Position in the whole file when conversations interleave (DeLLM's `seq`).
+    order: int | None = None
 
 
 @dataclass(frozen=True)

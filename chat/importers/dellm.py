@@ -86,14 +86,16 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                 raise ConversationInvalid(f"{where}.content", "is missing or empty")
             key = f"{username}:{message_id}"
             known.add(key)
+            seq = _int(message.get("seq"), f"{where}.seq")
             by_thread[thread_id].append(
                 (
-                    _int(message.get("seq"), f"{where}.seq"),
+                    seq,
                     ImportedMessage(
                         source_id=key,
                         role=message["role"],
                         text=check_text(content, f"{where}.content", limits),
                         created_at=iso_datetime(message.get("created_at"), f"{where}.created_at"),
+                        order=seq,
                     ),
                 )
             )
