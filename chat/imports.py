@@ -185,6 +185,10 @@ def history_import(
     )
     if on_progress is not None:
         on_progress(progress)
+    if parsed.edges is None:
+        # Exports list the newest conversation first; sequence numbers (and
+        # the thread list) should follow the conversations' own order.
+        parsed.conversations.sort(key=lambda c: (c.created_at is None, c.created_at or 0))
     for group in _units(parsed):
         _embed_new(owner_id, parsed.format, group)
         for unit in group:

@@ -138,6 +138,8 @@ def test_conservative_cascade_and_preview_flags_imported_replies(owner, api):
     # By rank: the nearest earlier message first.
     assert (message["imported_from"], message["context"]) == ("chatgpt", [rows[key].pk for key in LISBON[2::-1]])
     assert api.get(f"/api/messages/{native.pk}/").json()["imported_from"] is None
+    nodes = {node["data"]["id"]: node["data"]["imported_from"] for node in api.get("/api/graph/").json()["nodes"]}
+    assert nodes == {**{m.pk: "chatgpt" for m in rows.values()}, native.pk: None}
 
 
 def test_each_conversation_is_atomic_a_failing_one_leaves_the_others(owner, monkeypatch):
