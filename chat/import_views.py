@@ -40,7 +40,7 @@ class ImportListView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[ImportJob]:
         return ImportJob.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
 
-    @extend_schema(responses={200: ImportJobSerializer(many=True), **errors(400)}, summary="The caller's imports")
+    @extend_schema(responses={200: ImportJobSerializer(many=True), **errors(400, 404)}, summary="The caller's imports")
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 

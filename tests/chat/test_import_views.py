@@ -141,3 +141,26 @@ def test_command_imports_with_progress_and_is_idempotent(owner, tmp_path, capsys
     path.write_bytes(b"{}")
     with pytest.raises(CommandError, match="Unsupported file"):
         call_command("dellm_import", str(path), user="alice")
+
+
+def test_stuck_jobs_are_failed_and_their_uploads_deleted(owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.imports import import_jobs_sweep
+
+    old = ImportJob.objects.create(owner=owner, format="chatgpt", status="running")
+    ImportJob.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    ImportUpload.objects.create(job=old, data=CHATGPT)
+    fresh = ImportJob.objects.create(owner=owner, format="chatgpt")
+    ImportUpload.objects.create(job=fresh, data=CHATGPT)
+
+    assert import_jobs_sweep(older_than_s=3600) == 1
+
+    old.refresh_from_db()
+    assert (old.status, old.error) == (
+        "failed",
+        "The import did not finish in time; upload the file again (nothing is imported twice).",
+    )
+    assert list(ImportUpload.objects.values_list("job_id", flat=True)) == [fresh.pk]
