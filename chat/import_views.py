@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 
 from chat.import_events import import_event_stream
-from chat.imports import PayloadTooLarge, import_job_create, import_job_get
+from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
 from chat.views import EventStreamRenderer
@@ -38,7 +38,7 @@ class ImportListView(generics.ListAPIView):
         return [ScopedRateThrottle()] if self.request.method == "POST" else []
 
     def get_queryset(self) -> QuerySet[ImportJob]:
-        return ImportJob.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
+        return import_job_list(owner=self.request.user)
 
     @extend_schema(responses={200: ImportJobSerializer(many=True), **errors(400, 404)}, summary="The caller's imports")
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:

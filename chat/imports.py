@@ -29,7 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from chat.embeddings import get_embedder
@@ -43,10 +43,10 @@ from chat.importers import (
     ZipLimits,
     parse_file,
 )
-from chat.models import ImportJob, ImportUpload, Message, Thread
+from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread
+from chat.tasks import import_run_task
 from dellm_site.errors import DomainError, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
-from provenance.models import ContextEdge
 
 logger = logging.getLogger(__name__)
 
@@ -299,9 +299,9 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
             )
             for offset, (conversation, message) in enumerate(plan)
         ]
-        for message in new:
-            if message.embedding is None:
-                message.embedding_model = ""
+        for row in new:
+            if row.embedding is None:
+                row.embedding_model = ""
         created = Message.objects.bulk_create(new)
         ids: dict[tuple[int, str], int] = {(m.thread_id, m.source_id): m.pk for m in created}
         for conversation in unit.conversations:
@@ -394,9 +394,11 @@ def import_job_create(*, owner: Any, data: bytes, filename: str = "", format: st
 
 
 def _enqueue_job(job_id: int) -> None:
-    from chat import tasks
+    import_run_task.delay(job_id=job_id)
 
-    tasks.import_run.delay(job_id=job_id)
+
+def import_job_list(*, owner: Any) -> QuerySet[ImportJob]:
+    return ImportJob.objects.filter(owner=owner).order_by("-created_at", "-id")
 
 
 def import_job_get(*, owner: Any, job_id: int) -> ImportJob:

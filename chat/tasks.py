@@ -61,7 +61,7 @@ def vector_indexes_sync_task() -> None:
 
 
 @shared_task(name="chat.import_run", acks_late=True, reject_on_worker_lost=True)
-def import_run(*, job_id: int) -> None:
+def import_run_task(*, job_id: int) -> None:
     """Import an uploaded chat history; progress goes out as counts on the job's channel.
 
     Takes the job id only: the file waits in the database (chat.ImportUpload)
@@ -77,7 +77,7 @@ def import_run(*, job_id: int) -> None:
 
 
 @shared_task(name="chat.imports_sweep")
-def imports_sweep() -> None:
+def imports_sweep_task() -> None:
     """Beat: fail imports stuck for an hour (worker gone) and delete their uploads."""
     from chat.imports import import_jobs_sweep
 

@@ -56,7 +56,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
         )
     if len(messages) > limits.max_messages:
         raise ImportFormatError(f"The file has more than {limits.max_messages} messages; split it.", field="messages")
-    result = ParseResult(format=FORMAT, edges=[])
+    result = ParseResult(format=FORMAT)
+    edges_out: list[ImportedEdge] = []
     # One document is one unit (edges cross threads): any error refuses all of it.
     try:
         by_thread: dict[int, list[tuple[int, ImportedMessage]]] = {}
@@ -110,7 +111,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             score = edge.get("score", 0.0)
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise ConversationInvalid(f"{where}.score", "is not a number")
-            result.edges.append(
+            edges_out.append(
                 ImportedEdge(source=source, target=target, rank=_int(edge.get("rank", 0), f"{where}.rank"), score=score)
             )
         for thread_id, rows in by_thread.items():
@@ -125,6 +126,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                     messages=[message for _, message in rows],
                 )
             )
+        result.edges = edges_out
     except ConversationInvalid as exc:
         result.conversations, result.edges = [], []
         result.errors.append(

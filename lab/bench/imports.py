@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from chat.embeddings import get_embedder
 from chat.imports import history_import, history_parse
+from chat.models import ContextEdge, Message, Thread
 from lab.bench.seed import sentences
 
 # Not the seed's prefix: these users live only for the measurement.
@@ -72,7 +73,8 @@ def _user() -> Any:
 
 def _drop(owner_id: int) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
-        for table in ("provenance_contextedge", "chat_message", "chat_thread"):
+        for model in (ContextEdge, Message, Thread):
+            table = model._meta.db_table
             cursor.execute(f"DELETE FROM {table} WHERE owner_id = %s", [owner_id])
         get_user_model().objects.filter(pk=owner_id).delete()
 

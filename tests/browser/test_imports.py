@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from chat.models import Message
-from provenance.bench.imports import chatgpt_export
-from tests.browser.conftest import ask_to_forget, screenshot
+from lab.bench.imports import chatgpt_export
+from tests.browser.pages import ask_to_forget, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 

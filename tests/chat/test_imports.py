@@ -7,10 +7,9 @@ import pytest
 
 from chat import imports
 from chat.importers import parse_file
-from chat.models import Message, Thread
+from chat.models import ContextEdge, Message, Thread
 from dellm_site.errors import ValidationFailed
 from provenance import services as deletions
-from provenance.models import ContextEdge
 from provenance.selectors import dep_ids, taint_violations
 from tests.factories import make_message, make_thread
 

@@ -5,7 +5,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from chat.models import ImportUpload, Message
-from provenance.bench.imports import chatgpt_export
+from lab.bench.imports import chatgpt_export
 from tests.worker.test_sse import read_events
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
