@@ -1,5 +1,8 @@
 """JSON shapes of deletions, dependents, the graph and the export (API.md)."""
 
+from typing import Any
+
+from django.db.models import Manager
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -54,11 +57,11 @@ class ReceiptSerializer(serializers.Serializer):
     checks = ReceiptChecksSerializer()
 
 
-class DeletionListSerializer(serializers.ListSerializer):
+class DeletionListSerializer(serializers.ListSerializer[Any]):
     """Reads every listed deletion's imported dependents in one query."""
 
-    def to_representation(self, data):
-        deletions = list(data.all() if hasattr(data, "all") else data)
+    def to_representation(self, data: Any) -> list[Any]:
+        deletions = list(data.all() if isinstance(data, Manager) else data)
         imported_dependents_attach(deletions)
         return super().to_representation(deletions)
 
