@@ -22,6 +22,7 @@ chat histories", has the measured cost).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 # Conversations whose new messages are embedded in one call: WordLlama's cost
 # is per call as much as per text, and 10,000 one-message calls are slow.
 EMBED_BATCH = 512
+# How often a running job saves its counts (and the SSE stream sees them).
+PROGRESS_INTERVAL_S = 0.25
 MAX_RANK = 32767
 
 
@@ -189,6 +192,7 @@ def history_import(
         # Exports list the newest conversation first; sequence numbers (and
         # the thread list) should follow the conversations' own order.
         parsed.conversations.sort(key=lambda c: (c.created_at is None, c.created_at or 0))
+    seen_threads: set[int] = set()
     for group in _units(parsed):
         _embed_new(owner_id, parsed.format, group)
         for unit in group:
@@ -203,7 +207,8 @@ def history_import(
                 progress.messages_imported += done["imported"]
                 progress.messages_skipped += done["skipped"]
                 progress.edges_created += done["edges"]
-                progress.threads += [t for t in done["threads"] if t not in progress.threads]
+                progress.threads += [t for t in done["threads"] if t not in seen_threads]
+                seen_threads.update(done["threads"])
             progress.conversations_done += len(unit.conversations)
             progress.messages_done += count
             if on_progress is not None:
@@ -428,7 +433,15 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
         parsed = history_parse(data=bytes(upload.data), format=job.format)
         del upload
 
-        def record(progress: ImportProgress) -> None:
+        last_saved = 0.0
+
+        def record(progress: ImportProgress, *, final: bool = False) -> None:
+            # A row update and a ping per conversation would double a large
+            # import's round trips: at most a few per second, and the last.
+            nonlocal last_saved
+            if not final and time.monotonic() - last_saved < PROGRESS_INTERVAL_S:
+                return
+            last_saved = time.monotonic()
             for name in (
                 "conversations_total",
                 "conversations_done",
@@ -459,7 +472,7 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
             if on_progress is not None:
                 on_progress(job)
 
-        history_import(owner_id=job.owner_id, parsed=parsed, on_progress=record)
+        record(history_import(owner_id=job.owner_id, parsed=parsed, on_progress=record), final=True)
     except DomainError as exc:
         return _job_finish(job, error=exc.message)
     except Exception:
