@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -10,10 +11,21 @@ class Thread(models.Model):
     title = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # An imported conversation: the tool it came from and its id there, so a
+    # second import of the same file finds it ("" for DeLLM's own threads).
+    source = models.CharField(max_length=16, blank=True, default="")
+    source_id = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["-updated_at", "-id"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "source", "source_id"],
+                condition=~models.Q(source=""),
+                name="thread_owner_source_unique",
+            )
+        ]
 
     # Set by the thread detail view: its live messages, with edges attached.
     live_messages: list["Message"]
@@ -64,10 +76,22 @@ class Message(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Imported from another tool ("chatgpt", "claude", "dellm", "jsonl"; ""
+    # for DeLLM's own): an imported reply's provenance is unknown and recorded
+    # conservatively (chat/imports.py). `source_id` is its id in that tool,
+    # unique within its thread, and `source_created_at` its time there.
+    imported_from = models.CharField(max_length=16, blank=True, default="")
+    source_id = models.CharField(max_length=200, blank=True, default="")
+    source_created_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["seq"]
-        constraints = [models.UniqueConstraint(fields=["owner", "seq"], name="message_owner_seq_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "seq"], name="message_owner_seq_unique"),
+            models.UniqueConstraint(
+                fields=["thread", "source_id"], condition=~models.Q(source_id=""), name="message_thread_source_unique"
+            ),
+        ]
         indexes = [
             models.Index(fields=["owner", "status", "seq"], name="message_owner_status_seq"),
             models.Index(fields=["thread", "seq"], name="message_thread_seq"),
@@ -152,3 +176,55 @@ class ContextEdge(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} -> {self.target_id}"
+
+
+class ImportJob(models.Model):
+    """One upload of another tool's chat history, imported by a Celery job.
+
+    Holds counts, ids and per-conversation errors (conversation id, field,
+    reason), never message text. The uploaded file waits in `ImportUpload`
+    and is deleted when the job ends.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    format = models.CharField(max_length=16, help_text="Detected or forced: chatgpt, claude, dellm, jsonl.")
+    filename = models.CharField(max_length=200, blank=True, default="")
+    conversations_total = models.PositiveIntegerField(default=0)
+    conversations_done = models.PositiveIntegerField(default=0)
+    conversations_failed = models.PositiveIntegerField(default=0)
+    messages_total = models.PositiveIntegerField(default=0)
+    messages_done = models.PositiveIntegerField(default=0)
+    messages_imported = models.PositiveIntegerField(default=0)
+    messages_skipped = models.PositiveIntegerField(default=0)
+    edges_created = models.PositiveBigIntegerField(default=0)
+    threads = ArrayField(models.BigIntegerField(), default=list, help_text="Threads that got new messages.")
+    # [{"conversation", "field", "message"}]: ids, field names and our sentences only.
+    errors = models.JSONField(default=list)
+    error = models.TextField(blank=True, default="", help_text="Why the whole job failed; never message text.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="import_owner_recent")]
+
+    def __str__(self) -> str:
+        return f"Import {self.pk} ({self.format}, {self.status})"
+
+
+class ImportUpload(models.Model):
+    """An uploaded file until its job ends: user text, so it never goes to Redis or a task payload."""
+
+    job = models.OneToOneField(ImportJob, on_delete=models.CASCADE, primary_key=True, related_name="upload")
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"Upload of import {self.job_id}"

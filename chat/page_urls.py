@@ -6,4 +6,5 @@ urlpatterns = [
     path("", pages.ChatPage.as_view(), name="chat"),
     path("graph/", pages.GraphPage.as_view(), name="graph-page"),
     path("deletions/", pages.DeletionsPage.as_view(), name="deletions-page"),
+    path("import/", pages.ImportPage.as_view(), name="import-page"),
 ]

@@ -30,3 +30,8 @@ class GraphPage(AppPage):
 class DeletionsPage(AppPage):
     template_name = "deletions.html"
     nav = "deletions"
+
+
+class ImportPage(AppPage):
+    template_name = "imports.html"
+    nav = "imports"

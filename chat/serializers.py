@@ -5,7 +5,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.models import ContextEdge, Message, Thread, Turn
+from chat.models import ContextEdge, ImportJob, Message, Thread, Turn
 from chat.selectors import MESSAGE_STATUS_FILTERS
 
 
@@ -43,6 +43,10 @@ class MessageSerializer(serializers.ModelSerializer):
     context_detail = serializers.SerializerMethodField(
         help_text="The same edges as `context`, in order, with their rank, score and signal."
     )
+    imported_from = serializers.SerializerMethodField(
+        help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
+        "An imported reply's context is every earlier message of its conversation: its real provenance is unknown."
+    )
 
     class Meta:
         model = Message
@@ -57,6 +61,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "context",
             "derived",
             "context_detail",
+            "imported_from",
         ]
 
     def get_content(self, message: Message) -> str:
@@ -73,6 +78,9 @@ class MessageSerializer(serializers.ModelSerializer):
     @extend_schema_field(ContextDetailSerializer(many=True))
     def get_context_detail(self, message: Message) -> list[dict[str, Any]]:
         return list(ContextDetailSerializer(_shown(message, message.context_edges), many=True).data)
+
+    def get_imported_from(self, message: Message) -> str | None:
+        return message.imported_from or None
 
 
 class ThreadSerializer(serializers.ModelSerializer):
@@ -138,3 +146,51 @@ class MessageQuerySerializer(serializers.Serializer):
         help_text="`active` (the default) means live: active or expiring; `all` means every status.",
     )
     q = serializers.CharField(required=False, default="", help_text="Full-text search (web search syntax).")
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    """An import job: counts, ids and per-conversation errors, never text."""
+
+    # Shadows Serializer.errors, which this output-only serializer never validates.
+    errors = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.DictField(child=serializers.CharField(allow_null=True)),
+        help_text="[{conversation, field, message}]: the conversations that were not imported, and why.",
+    )
+    error = serializers.SerializerMethodField(help_text="Why the whole job failed; null otherwise.")
+    threads = serializers.ListField(child=serializers.IntegerField(), help_text="Threads that got new messages.")
+
+    class Meta:
+        model = ImportJob
+        fields = [
+            "id",
+            "status",
+            "format",
+            "filename",
+            "conversations_total",
+            "conversations_done",
+            "conversations_failed",
+            "messages_total",
+            "messages_done",
+            "messages_imported",
+            "messages_skipped",
+            "edges_created",
+            "threads",
+            "errors",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_error(self, job: ImportJob) -> str | None:
+        return job.error or None
+
+
+class ImportInputSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="ChatGPT's export zip or conversations.json, Claude's conversations.json, "
+        "DeLLM's export, or JSONL (README, “Importing chat histories”)."
+    )
+    format = serializers.ChoiceField(
+        choices=["chatgpt", "claude", "dellm", "jsonl"], required=False, help_text="Detected when omitted."
+    )

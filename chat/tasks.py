@@ -81,3 +81,29 @@ def vector_indexes_sync_task() -> None:
         len(done["rebuilt"]),
         len(done["dropped"]),
     )
+
+
+@shared_task(name="chat.import_run", acks_late=True, reject_on_worker_lost=True)
+def import_run_task(*, job_id: int) -> None:
+    """Import an uploaded chat history; progress goes out as counts on the job's channel.
+
+    Takes the job id only: the file waits in the database (chat.ImportUpload)
+    and the service deletes it when the job ends.
+    """
+    from chat.import_events import import_publish
+    from chat.imports import import_job_run
+
+    try:
+        import_job_run(job_id=job_id, on_progress=lambda job: import_publish(job.pk))
+    finally:
+        import_publish(job_id)
+
+
+@shared_task(name="chat.imports_sweep")
+def imports_sweep_task() -> None:
+    """Beat: fail imports stuck for an hour (worker gone) and delete their uploads."""
+    from chat.imports import import_jobs_sweep
+
+    swept = import_jobs_sweep(older_than_s=3600)
+    if swept:
+        logger.warning("imports: %s stuck jobs marked failed", swept)

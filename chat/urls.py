@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import events, views
+from chat import events, import_views, views
 
 urlpatterns = [
     path("threads/", views.ThreadListView.as_view(), name="thread-list"),
@@ -11,4 +11,7 @@ urlpatterns = [
     path("turns/<int:turn_id>/retry/", views.TurnRetryView.as_view(), name="turn-retry"),
     path("messages/", views.MessageListView.as_view(), name="message-list"),
     path("messages/<int:message_id>/", views.MessageDetailView.as_view(), name="message-detail"),
+    path("imports/", import_views.ImportListView.as_view(), name="import-list"),
+    path("imports/<int:job_id>/", import_views.ImportDetailView.as_view(), name="import-detail"),
+    path("imports/<int:job_id>/events/", import_views.ImportEventsView.as_view(), name="import-events"),
 ]

@@ -243,6 +243,8 @@ CELERY_BEAT_SCHEDULE = {
     # Turns whose task was lost or gave up (database outage, worker killed
     # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
     "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
+    # Imports whose worker vanished: failed, their uploads deleted.
+    "sweep-stuck-imports": {"task": "chat.imports_sweep", "schedule": 600.0},
 }
 # A turn pending or running with no progress for this long counts as stuck.
 DELLM_TURN_STUCK_AFTER = env_float("DELLM_TURN_STUCK_AFTER", 600.0)
@@ -306,6 +308,16 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
+# Importing chat histories (chat/imports.py, README "Importing chat histories"):
+# an upload's size in bytes, a zip's conversations.json unpacked, and what one
+# file may hold. A conversation's replies get an edge from every earlier
+# message of their branch, so its edges grow with the square of its length.
+DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
+DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024)
+DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_000)
+DELLM_IMPORT_MAX_MESSAGES = env_int("DELLM_IMPORT_MAX_MESSAGES", 100_000)
+DELLM_IMPORT_MAX_CONVERSATION_MESSAGES = env_int("DELLM_IMPORT_MAX_CONVERSATION_MESSAGES", 2_000)
+DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_000)
 # TOFU data for `manage.py dellm_eval` (lab): shipped in the repository with its MIT notice.
 DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluation" / "data" / "tofu")))
 # Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.
@@ -334,6 +346,7 @@ REST_FRAMEWORK = {
         "graph": env_str("DELLM_GRAPH_RATE", "30/min"),
         "export": env_str("DELLM_EXPORT_RATE", "5/hour"),
         "search": env_str("DELLM_SEARCH_RATE", "120/min"),
+        "import": env_str("DELLM_IMPORT_RATE", "20/hour"),
     },
 }
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).

@@ -63,6 +63,10 @@ class DeletionRequest(models.Model):
     receipt = models.JSONField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
 
+    # Set by `provenance.selectors.imported_dependents_attach`: the imported
+    # replies among the dependents.
+    imported_dependents: list[int]
+
     class Meta:
         ordering = ["-created_at", "-id"]
         permissions = [("run_subject_deletion", "Can run a deletion on a user's behalf (data-subject request)")]

@@ -148,6 +148,20 @@ def deletion_list(*, owner: User) -> QuerySet[DeletionRequest]:
     return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id")
 
 
+def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:
+    """Set `imported_dependents` (imported replies among the dependents) on each deletion, in one query."""
+    wanted = {pk for deletion in deletions for pk in deletion.dependent_ids}
+    imported: set[int] = set()
+    if wanted:
+        imported = set(
+            Message.objects.filter(pk__in=wanted, role=Message.Role.ASSISTANT)
+            .exclude(imported_from="")
+            .values_list("pk", flat=True)
+        )
+    for deletion in deletions:
+        deletion.imported_dependents = [pk for pk in deletion.dependent_ids if pk in imported]
+
+
 def deletion_get(*, owner: User, deletion_id: int) -> DeletionRequest:
     deletion = DeletionRequest.objects.filter(owner=owner, pk=deletion_id).first()
     if deletion is None:
@@ -199,7 +213,7 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
         nodes = nodes.filter(status__in=LIVE_STATUSES)
     return (
         nodes.annotate(snippet=Substr("content", 1, LABEL_CHARS + 1))
-        .only("id", "seq", "role", "status", "thread_id")
+        .only("id", "seq", "role", "status", "thread_id", "imported_from")
         .order_by("seq")
     )
 

@@ -1,12 +1,16 @@
 """JSON shapes of deletions, dependents, the graph and the export (API.md)."""
 
+from typing import Any
+
 from django.conf import settings
+from django.db.models import Manager
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
-from provenance.selectors import LABEL_CHARS
+from provenance.selectors import LABEL_CHARS, imported_dependents_attach
 
 # The recursive CTE compares depth with a PostgreSQL integer: a larger value
 # overflowed into a 500. No history is that deep anyway.
@@ -58,6 +62,15 @@ class ReceiptSerializer(serializers.Serializer):
     checks = ReceiptChecksSerializer()
 
 
+class DeletionListSerializer(serializers.ListSerializer[Any]):
+    """Reads every listed deletion's imported dependents in one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        deletions = list(data.all() if isinstance(data, Manager) else data)
+        imported_dependents_attach(deletions)
+        return super().to_representation(deletions)
+
+
 class DeletionSerializer(serializers.ModelSerializer):
     """A deletion request and its outcome: ids and counts, never text."""
 
@@ -74,9 +87,15 @@ class DeletionSerializer(serializers.ModelSerializer):
     receipt = ReceiptSerializer(
         read_only=True, allow_null=True, help_text="The verification run after execution; null before."
     )
+    imported_dependents = serializers.SerializerMethodField(
+        help_text="Dependents that are imported replies. Their provenance is unknown, so each counts every "
+        "earlier message of its conversation as a source: deleting an imported message takes every later "
+        "imported reply of that conversation."
+    )
 
     class Meta:
         model = DeletionRequest
+        list_serializer_class = DeletionListSerializer
         fields = [
             "id",
             "status",
@@ -98,7 +117,14 @@ class DeletionSerializer(serializers.ModelSerializer):
             "undone_at",
             "receipt",
             "verified_at",
+            "imported_dependents",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_imported_dependents(self, deletion: DeletionRequest) -> list[int]:
+        if not hasattr(deletion, "imported_dependents"):
+            imported_dependents_attach([deletion])
+        return deletion.imported_dependents
 
 
 class ChatDeletionSerializer(serializers.Serializer):
@@ -184,6 +210,10 @@ class NodeDataSerializer(serializers.Serializer):
     status = serializers.CharField()
     label = serializers.SerializerMethodField()  # type: ignore[assignment]
     thread = serializers.IntegerField(source="thread_id")
+    imported_from = serializers.SerializerMethodField(help_text="The tool it was imported from; null for DeLLM's own.")
+
+    def get_imported_from(self, message: Message) -> str | None:
+        return message.imported_from or None
 
     def get_label(self, message: Message) -> str:
         head = f"#{message.seq} {message.role}"

@@ -31,5 +31,7 @@ def test_beat_schedules_registered_tasks_only():
         "provenance.deletions_fire_due",
         "chat.vector_indexes_sync",
         "provenance.search_index_scrub",
+        "chat.turns_sweep",
+        "chat.imports_sweep",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())

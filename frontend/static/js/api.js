@@ -11,7 +11,7 @@ export class ApiError extends Error {
   }
 }
 
-function csrfToken() {
+export function csrfToken() {
   const cookie = document.cookie.split("; ").find((part) => part.startsWith("csrftoken="));
   return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : "";
 }
@@ -74,6 +74,9 @@ export const api = {
   confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
   undoDeletion: (id) => post(`/api/deletions/${id}/undo/`),
+  imports: () => get("/api/imports/"),
+  importJob: (id) => get(`/api/imports/${id}/`),
+  importEventsUrl: (id) => `/api/imports/${id}/events/`,
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

@@ -4,6 +4,9 @@
 import { api, messagesById } from "./api.js";
 import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
 import { roleTag } from "./model.js";
+
+
+import { importedBadge, importedCascadeNote } from "./imported.js";
 import { modeLabel, modePicker, pathLabel } from "./ui.js";
 
 const SHOWN = 6;
@@ -64,8 +67,8 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     const items = ids.map((id) => {
       const message = found.get(id);
       const why = matched.has(id)
-        ? el("span", { class: "why" }, "matches your request")
-        : el("span", { class: "why" }, "built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
+        ? el("span", { class: "why" }, importedBadge(message), " matches your request")
+        : el("span", { class: "why" }, importedBadge(message), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
       return el(
         "li",
         { class: "ditem", dataset: { id } },
@@ -123,6 +126,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         `: ${plural(deletion.matched.length, "message")} matching your request`,
         deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
       ),
+      importedCascadeNote(deletion.imported_dependents?.length || 0),
       list,
       more,
       form,

@@ -19,6 +19,7 @@ const COLORS = {
   dangerDark: "#7f1d1d",
   focus: "#f59e0b",
   edge: "#94a3b8",
+  imported: "#7c3aed",
 };
 
 export function stylesheet({ big }) {
@@ -48,6 +49,8 @@ export function stylesheet({ big }) {
     },
     { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
+    // Imported: provenance unknown (every earlier message of its conversation is a source).
+    { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {
       selector: 'node[status = "deleted"], node[status = "purged"]',
       style: {

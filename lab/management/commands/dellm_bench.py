@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.imports import import_bench
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
 from lab.bench.load import soak_bench, streams_bench
 from lab.bench.measure import (
@@ -25,9 +26,10 @@ from lab.bench.measure import (
 )
 from lab.bench.report import report_write
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak")
-# Parts that bring their own throwaway users (lab/bench/load.py).
-SELF_CONTAINED = {"streams", "soak"}
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import")
+# Parts that bring their own data: throwaway users (lab/bench/load.py) or a
+# generated export (lab/bench/imports.py); no `dellm_seed` needed.
+SELF_CONTAINED = {"streams", "soak", "import"}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -64,6 +66,14 @@ class Command(BaseCommand):
         parser.add_argument("--soak-web-pool", type=int, default=20, help="Database pool of the soak's web process.")
         parser.add_argument("--soak-users", type=int, default=50, help="Concurrent users in the soak.")
         parser.add_argument("--soak-turns", type=int, default=4, help="Turns per soak user.")
+        parser.add_argument(
+            "--import-messages", type=int, default=10_000, help="Messages in the import part's ChatGPT export."
+        )
+        parser.add_argument(
+            "--import-edge-lengths",
+            default="100,500,2000",
+            help="Conversation lengths whose conservative provenance edges are timed (comma-separated).",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -109,7 +119,7 @@ class Command(BaseCommand):
             "command": options["command_line"] or "manage.py dellm_bench",
             "data": f"{len(users)} bench users, {total:,} live messages (largest {users[-1][1]:,})"
             if users
-            else "throwaway users only",
+            else "throwaway users and generated data only",
             "vectors": vectors_kind(users[-1][0]) if users else "offline embedder",
             "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}",
             "seconds": time.monotonic() - started,
@@ -151,6 +161,9 @@ class Command(BaseCommand):
         if part == "purge":
             sizes = tuple(int(size) for size in options["purge_sizes"].split(",") if size.strip())
             return purge_bench(users=users, targets=sizes, repeats=options["purges"])
+        if part == "import":
+            lengths = tuple(int(size) for size in options["import_edge_lengths"].split(",") if size.strip())
+            return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]

@@ -1,6 +1,7 @@
 // The conversation: one <li> per message (author, seq, time, status, text;
 // memory chips under replies), scrolling, and messages leaving after a deletion.
-import { el, replaceChildren, timeEl } from "../dom.js";
+import { el, plural, replaceChildren, timeEl } from "../dom.js";
+import { importedBadge } from "../imported.js";
 import { roleLabel } from "../model.js";
 import { memoryChips } from "./memory-chips.js";
 import { page, state } from "./state.js";
@@ -38,10 +39,17 @@ export function messageItem(message, questionId = null) {
       el("a", { class: "msg-seq", href: `${page.graphUrl}?focus=${message.id}`, title: "Open in the memory graph" }, `#${message.seq}`),
       timeEl(message.created_at),
       message.status === "expiring" ? el("span", { class: "badge badge-scheduled" }, "expiring") : null,
+      importedBadge(message),
     ),
     el("div", { class: "msg-body" }, message.content),
   );
-  if (!mine) item.append(memoryChips(message, questionId));
+  if (message.imported_from) item.classList.add("msg-imported");
+  if (message.imported_from && !mine) {
+    // An imported reply's context is every earlier message of its conversation: no chips to pick from.
+    item.append(
+      el("div", { class: "chips" }, el("span", { class: "chips-label" }, `Imported reply: provenance unknown, so all ${plural(message.context.length, "earlier message")} of this conversation count as its sources`)),
+    );
+  } else if (!mine) item.append(memoryChips(message, questionId));
   return item;
 }
 

@@ -3,6 +3,7 @@
 // then picks the mode, confirms, deletes, and offers Undo. Each function
 // takes the GraphExplorer `x` (graph.js).
 import { el, plural, replaceChildren, toast } from "../dom.js";
+import { importedCascadeNote } from "../imported.js";
 import { roleTag } from "../model.js";
 import { confirmDialog, modePicker, pathLabel } from "../ui.js";
 import { captionText } from "./elements.js";
@@ -102,6 +103,7 @@ export async function previewDelete(x, message) {
   replaceChildren(
     x.previewBox,
     el("p", { class: "preview-summary" }, el("strong", { dataset: { count: total } }, `Deleting #${message.seq} removes ${plural(total, "message")}`), answer.count ? ": it and everything built from it." : "."),
+    importedCascadeNote(answer.dependents.filter((item) => item.role === "assistant" && x.node(item.id)?.data("imported") === "yes").length),
     dependentList(x, answer.dependents, seqOf),
     form,
   );

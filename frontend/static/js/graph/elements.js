@@ -12,6 +12,7 @@ export function toElements(graph) {
         id: String(data.id),
         mid: data.id,
         short: `#${data.seq}`,
+        imported: data.imported_from ? "yes" : "no",
         caption: data.status === "purged" ? `#${data.seq} purged` : `#${data.seq} ${snippet(text, 26)}`,
       },
     };

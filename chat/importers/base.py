@@ -1,0 +1,184 @@
+"""The normalized shape every chat-history parser produces, and its errors.
+
+Parsers are pure functions from bytes/JSON to `ParseResult`: no database, no
+settings beyond the limits passed in. A conversation that cannot be read is
+reported in `ParseResult.errors` (naming the conversation and the field) and
+left out; the others are still returned, so the import service can land each
+good conversation whole and skip each bad one whole.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+ROLES = ("user", "assistant", "summary")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds a parser enforces while reading (settings DELLM_IMPORT_*)."""
+
+    max_conversations: int = 10_000
+    max_messages: int = 100_000
+    max_conversation_messages: int = 2_000
+    max_message_chars: int = 100_000
+
+
+@dataclass(frozen=True)
+class ImportedMessage:
+    source_id: str
+    role: str
+    text: str
+    created_at: datetime | None = None
+    # Position in the whole file when conversations interleave (DeLLM's `seq`).
+    order: int | None = None
+
+
+@dataclass(frozen=True)
+class ImportedEdge:
+    """An explicit provenance edge between two messages' source ids (DeLLM's own export)."""
+
+    source: str
+    target: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation's active branch, oldest message first."""
+
+    source_id: str
+    title: str
+    created_at: datetime | None
+    messages: list[ImportedMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ConversationError:
+    """Why one conversation (or the file, when `conversation` is None) was not imported."""
+
+    conversation: str | None
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"conversation": self.conversation, "field": self.field, "message": self.message}
+
+
+@dataclass
+class ParseResult:
+    format: str
+    conversations: list[Conversation] = field(default_factory=list)
+    errors: list[ConversationError] = field(default_factory=list)
+    # Only DeLLM's own export carries provenance; None means "unknown", and the
+    # import records it conservatively. With explicit edges the whole file is
+    # one unit (its edges cross threads), keyed by message source id.
+    edges: list[ImportedEdge] | None = None
+
+    @property
+    def message_count(self) -> int:
+        return sum(len(c.messages) for c in self.conversations)
+
+
+class ImportFormatError(ValueError):
+    """The file as a whole cannot be imported: nothing of it is."""
+
+    def __init__(self, message: str, *, field: str = "file", conversation: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.conversation = conversation
+
+
+class ConversationInvalid(ValueError):
+    """Raised inside a parser for one conversation; becomes a ConversationError."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def epoch_datetime(value: Any, where: str) -> datetime | None:
+    """ChatGPT's `create_time`: seconds since the epoch as a float, or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConversationInvalid(where, "is not a number of seconds since the epoch")
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ConversationInvalid(where, "is out of range") from None
+
+
+def iso_datetime(value: Any, where: str) -> datetime | None:
+    """An ISO-8601 date and time (a naive one is read as UTC), or null."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        return epoch_datetime(value, where)
+    if not isinstance(value, str):
+        raise ConversationInvalid(where, "is not a date and time")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConversationInvalid(where, "is not an ISO-8601 date and time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def source_key(value: Any, where: str) -> str:
+    """An id from the file as a string (ids may be strings or whole numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ConversationInvalid(where, "is missing or not a string")
+    key = str(value)
+    if not key or len(key) > 200:
+        raise ConversationInvalid(where, "must have 1 to 200 characters")
+    return key
+
+
+def check_text(text: str, where: str, limits: Limits) -> str:
+    if len(text) > limits.max_message_chars:
+        raise ConversationInvalid(where, f"has more than {limits.max_message_chars} characters")
+    # PostgreSQL text cannot hold NUL.
+    return text.replace("\x00", "")
+
+
+def check_message_count(count: int, limits: Limits) -> None:
+    if count > limits.max_conversation_messages:
+        raise ConversationInvalid(
+            "messages", f"has more than {limits.max_conversation_messages} messages on its active branch"
+        )
+
+
+def collect(fmt: str, items: list[Any], parse_one: Any, limits: Limits, *, id_of: Any) -> ParseResult:
+    """Parse each conversation; a bad one becomes an error naming it, the rest go on."""
+    if len(items) > limits.max_conversations:
+        raise ImportFormatError(
+            f"The file has {len(items)} conversations; at most {limits.max_conversations} can be imported at once.",
+            field="conversations",
+        )
+    result = ParseResult(format=fmt)
+    total = 0
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        name = id_of(item) or f"#{index}"
+        try:
+            conversation = parse_one(item, limits)
+        except ConversationInvalid as exc:
+            result.errors.append(ConversationError(conversation=name, field=exc.field, message=exc.message))
+            continue
+        if conversation.source_id in seen:
+            result.errors.append(ConversationError(conversation=name, field="id", message="appears twice in the file"))
+            continue
+        seen.add(conversation.source_id)
+        total += len(conversation.messages)
+        if total > limits.max_messages:
+            raise ImportFormatError(
+                f"The file has more than {limits.max_messages} messages; split it.", field="messages"
+            )
+        result.conversations.append(conversation)
+    return result

@@ -1,0 +1,503 @@
+"""Importing other tools' chat histories: jobs, and conversations into threads.
+
+Idempotent: an imported thread is keyed by (owner, source, source id) and a
+message by (thread, source id), so importing the same file twice adds
+nothing, and a conversation that grew since appends only its new messages.
+A message the user has deleted since stays deleted (its row still holds the
+key), and a new reply after it is skipped: it would derive from removed text.
+
+Atomic per conversation: each conversation lands whole in one transaction
+under the owner's lock (sequence numbers, liveness checks), or not at all
+and is reported by id and field. DeLLM's own export is one unit, since its
+edges cross threads.
+
+Provenance of an imported reply is unknown, so it is recorded conservatively:
+every earlier message of the same conversation branch is a source of each
+imported reply (that is what the original model saw). That is
+O(n^2) edges for a conversation of n messages, generated inside PostgreSQL by
+one INSERT ... SELECT per conversation from two id arrays (README, "Importing
+chat histories", has the measured cost).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max, QuerySet
+from django.utils import timezone
+
+from chat.embeddings import get_embedder
+from chat.importers import (
+    Conversation,
+    ImportedEdge,
+    ImportedMessage,
+    ImportFormatError,
+    Limits,
+    ParseResult,
+    ZipLimits,
+    parse_file,
+)
+from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread
+from chat.tasks import import_run_task
+from dellm_site.errors import DomainError, NotFound, ValidationFailed
+from dellm_site.locks import owner_lock
+
+logger = logging.getLogger(__name__)
+
+# Conversations whose new messages are embedded in one call: WordLlama's cost
+# is per call as much as per text, and 10,000 one-message calls are slow.
+EMBED_BATCH = 512
+# How often a running job saves its counts (and the SSE stream sees them).
+PROGRESS_INTERVAL_S = 0.25
+MAX_RANK = 32767
+
+
+class PayloadTooLarge(DomainError):
+    code = "payload_too_large"
+    status = 413
+
+
+def import_limits() -> Limits:
+    return Limits(
+        max_conversations=settings.DELLM_IMPORT_MAX_CONVERSATIONS,
+        max_messages=settings.DELLM_IMPORT_MAX_MESSAGES,
+        max_conversation_messages=settings.DELLM_IMPORT_MAX_CONVERSATION_MESSAGES,
+        max_message_chars=settings.DELLM_IMPORT_MAX_MESSAGE_CHARS,
+    )
+
+
+def import_zip_limits() -> ZipLimits:
+    return ZipLimits(
+        max_member_bytes=settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES,
+        max_total_bytes=settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES * 4,
+    )
+
+
+def history_parse(*, data: bytes, format: str | None = None) -> ParseResult:
+    """Parse an upload under the configured limits; a file that cannot be read is a 400/413."""
+    if len(data) > settings.DELLM_IMPORT_MAX_BYTES:
+        raise PayloadTooLarge(
+            f"The file is larger than {settings.DELLM_IMPORT_MAX_BYTES} bytes.", fields={"file": "too large"}
+        )
+    try:
+        return parse_file(data, format=format, limits=import_limits(), zip_limits=import_zip_limits())
+    except ImportFormatError as exc:
+        raise ValidationFailed(exc.message, fields={exc.field: exc.message}) from None
+
+
+@dataclass
+class ImportProgress:
+    """Running counts of one import; ids and numbers only."""
+
+    conversations_total: int = 0
+    conversations_done: int = 0
+    conversations_failed: int = 0
+    messages_total: int = 0
+    messages_done: int = 0
+    messages_imported: int = 0
+    messages_skipped: int = 0
+    edges_created: int = 0
+    threads: list[int] = field(default_factory=list)
+    errors: list[dict[str, str | None]] = field(default_factory=list)
+
+
+@dataclass
+class _Unit:
+    conversations: list[Conversation]
+    edges: list[ImportedEdge] | None
+    vectors: dict[tuple[str, str], list[float] | None] = field(default_factory=dict)
+
+
+def _existing(owner_id: int, source: str, conversations: list[Conversation]) -> dict[str, dict[str, tuple[int, str]]]:
+    """{conversation source id: {message source id: (id, status)}} of what is already imported."""
+    keys = [c.source_id for c in conversations]
+    threads = dict(
+        Thread.objects.filter(owner_id=owner_id, source=source, source_id__in=keys).values_list("pk", "source_id")
+    )
+    found: dict[str, dict[str, tuple[int, str]]] = {key: {} for key in keys}
+    rows = Message.objects.filter(owner_id=owner_id, thread_id__in=threads).exclude(source_id="")
+    for thread_id, source_id, pk, status in rows.values_list("thread_id", "source_id", "pk", "status"):
+        found[threads[thread_id]][source_id] = (pk, status)
+    return found
+
+
+def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
+    """Groups of units whose new messages are embedded together."""
+    if parsed.edges is not None:
+        yield [_Unit(conversations=parsed.conversations, edges=parsed.edges)]
+        return
+    group: list[_Unit] = []
+    size = 0
+    for conversation in parsed.conversations:
+        group.append(_Unit(conversations=[conversation], edges=None))
+        size += len(conversation.messages)
+        if size >= EMBED_BATCH:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def _embed_new(owner_id: int, source: str, group: list[_Unit]) -> None:
+    """Embed, outside any transaction, the messages not imported yet."""
+    wanted: list[tuple[tuple[str, str], str]] = []
+    existing = _existing(owner_id, source, [c for unit in group for c in unit.conversations])
+    for unit in group:
+        for conversation in unit.conversations:
+            known = existing[conversation.source_id]
+            wanted += [
+                ((conversation.source_id, m.source_id), m.text)
+                for m in conversation.messages
+                if m.source_id not in known
+            ]
+    if not wanted:
+        return
+    vectors = get_embedder().embed([text for _, text in wanted])
+    by_key = dict(zip((key for key, _ in wanted), vectors, strict=True))
+    for unit in group:
+        unit.vectors = by_key
+
+
+def history_import(
+    *,
+    owner_id: int,
+    parsed: ParseResult,
+    on_progress: Callable[[ImportProgress], None] | None = None,
+) -> ImportProgress:
+    """Import parsed conversations for one owner; each conversation whole or not at all.
+
+    Side effects, per conversation (per file for DeLLM's export): embeds its new
+    messages (outside any transaction), then under the owner's lock creates
+    its thread if needed, appends its new messages with the next sequence
+    numbers, and inserts their provenance edges. A conversation that fails is
+    rolled back and reported in `errors`; the next one goes on.
+    """
+    progress = ImportProgress(
+        conversations_total=len(parsed.conversations) + len(parsed.errors),
+        conversations_failed=len(parsed.errors),
+        conversations_done=len(parsed.errors),
+        messages_total=parsed.message_count,
+        errors=[error.as_dict() for error in parsed.errors],
+    )
+    if on_progress is not None:
+        on_progress(progress)
+    if parsed.edges is None:
+        # Exports list the newest conversation first; sequence numbers (and
+        # the thread list) should follow the conversations' own order.
+        parsed.conversations.sort(key=lambda c: (c.created_at is None, c.created_at or 0))
+    seen_threads: set[int] = set()
+    for group in _units(parsed):
+        _embed_new(owner_id, parsed.format, group)
+        for unit in group:
+            count = sum(len(c.messages) for c in unit.conversations)
+            try:
+                done = _unit_commit(owner_id=owner_id, source=parsed.format, unit=unit)
+            except DomainError as exc:
+                name = unit.conversations[0].source_id if len(unit.conversations) == 1 else "the whole export"
+                progress.errors.append({"conversation": name, "field": "messages", "message": exc.message})
+                progress.conversations_failed += len(unit.conversations)
+            else:
+                progress.messages_imported += done["imported"]
+                progress.messages_skipped += done["skipped"]
+                progress.edges_created += done["edges"]
+                progress.threads += [t for t in done["threads"] if t not in seen_threads]
+                seen_threads.update(done["threads"])
+            progress.conversations_done += len(unit.conversations)
+            progress.messages_done += count
+            if on_progress is not None:
+                on_progress(progress)
+    return progress
+
+
+def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # One commit per conversation: waiting for each one's WAL flush
+            # was most of an import's time. A crash can lose only the last
+            # conversations committed (the WAL keeps their order, so never a
+            # later one without an earlier one, nor the job's "done" without
+            # them); importing the file again adds exactly those.
+            cursor.execute("SET LOCAL synchronous_commit = off")
+        owner_lock(owner_id)
+        # Re-read under the lock: a concurrent import of the same file may
+        # have landed some of these since they were embedded.
+        existing = _existing(owner_id, source, unit.conversations)
+        threads: dict[str, Thread] = {
+            t.source_id: t
+            for t in Thread.objects.filter(
+                owner_id=owner_id, source=source, source_id__in=[c.source_id for c in unit.conversations]
+            )
+        }
+        # Status of every message by source key: existing ones from the
+        # database, new ones live unless skipped.
+        status: dict[str, str] = {}
+        for conversation in unit.conversations:
+            status |= {key: row[1] for key, row in existing[conversation.source_id].items()}
+        explicit_sources: dict[str, list[ImportedEdge]] = {}
+        for edge in unit.edges or []:
+            explicit_sources.setdefault(edge.target, []).append(edge)
+
+        # Pass 1: which new messages land. A new message derived from one the
+        # user removed (or from one that is itself skipped) is skipped.
+        plan: list[tuple[Conversation, ImportedMessage]] = []
+        branches: list[list[tuple[str, bool]]] = []  # per conversation: (source id, is a new reply)
+        candidates: set[str] = set()
+        for conversation in unit.conversations:
+            known = existing[conversation.source_id]
+            tainted = False
+            branch: list[tuple[str, bool]] = []
+            for message in conversation.messages:
+                if message.source_id in known:
+                    tainted = tainted or status[message.source_id] not in Message.LIVE
+                    branch.append((message.source_id, False))
+                elif unit.edges is None and tainted and message.role != Message.Role.USER:
+                    continue
+                else:
+                    candidates.add(message.source_id)
+                    plan.append((conversation, message))
+                    branch.append((message.source_id, message.role != Message.Role.USER))
+            branches.append(branch)
+        if unit.edges is not None:
+            live = {key for key, value in status.items() if value in Message.LIVE}
+            changed = True
+            while changed:
+                changed = False
+                for key in list(candidates):
+                    sources = explicit_sources.get(key, [])
+                    if any(edge.source not in live and edge.source not in candidates for edge in sources):
+                        candidates.discard(key)
+                        changed = True
+            # Conversations interleave in the file: sequence numbers follow its order.
+            plan.sort(key=lambda item: item[1].order or 0)
+        plan = [(c, m) for c, m in plan if m.source_id in candidates]
+        already = sum(1 for c in unit.conversations for m in c.messages if m.source_id in existing[c.source_id])
+        skipped = sum(len(c.messages) for c in unit.conversations) - already - len(plan)
+
+        landing = {c.source_id for c, _ in plan}
+        for conversation in unit.conversations:
+            if conversation.source_id not in threads and conversation.source_id in landing:
+                title = (conversation.title or f"Imported from {source}")[:200]
+                threads[conversation.source_id] = Thread.objects.create(
+                    owner_id=owner_id, title=title, source=source, source_id=conversation.source_id
+                )
+        seq = (Message.objects.filter(owner_id=owner_id).aggregate(m=Max("seq"))["m"] or 0) + 1
+        now = timezone.now()
+        new = [
+            Message(
+                owner_id=owner_id,
+                thread=threads[conversation.source_id],
+                seq=seq + offset,
+                role=message.role,
+                content=message.text,
+                embedding=unit.vectors.get((conversation.source_id, message.source_id)),
+                embedding_model=settings.DELLM_EMBEDDING_MODEL,
+                imported_from=source,
+                source_id=message.source_id,
+                source_created_at=message.created_at,
+            )
+            for offset, (conversation, message) in enumerate(plan)
+        ]
+        for row in new:
+            if row.embedding is None:
+                row.embedding_model = ""
+        created = Message.objects.bulk_create(new)
+        ids: dict[tuple[int, str], int] = {(m.thread_id, m.source_id): m.pk for m in created}
+        for conversation in unit.conversations:
+            for key, (pk, _) in existing[conversation.source_id].items():
+                ids[(threads[conversation.source_id].pk, key)] = pk
+        edges = 0
+        if unit.edges is None:
+            for conversation, branch in zip(unit.conversations, branches, strict=True):
+                if conversation.source_id not in threads:
+                    continue
+                thread_id = threads[conversation.source_id].pk
+                edges += _conservative_edges_insert(
+                    owner_id=owner_id,
+                    branch=[(ids[(thread_id, key)], fresh) for key, fresh in branch],
+                )
+        else:
+            by_key = {key: pk for (_, key), pk in ids.items()}
+            fresh = {m.source_id for m in created}
+            rows = [
+                (by_key[e.source], by_key[e.target], min(max(e.rank, 0), MAX_RANK), e.score)
+                for e in unit.edges
+                if e.target in fresh and e.source in by_key
+            ]
+            edges += _explicit_edges_insert(owner_id=owner_id, rows=rows)
+        touched = sorted({m.thread_id for m in created})
+        Thread.objects.filter(pk__in=touched).update(updated_at=now)
+    return {"imported": len(created), "skipped": skipped, "edges": edges, "threads": touched}
+
+
+# Every earlier message of the branch is a source of each new reply: the pairs
+# are generated in SQL from the branch's ids, so Python sends O(n) values for
+# O(n^2) edges. rank = how many messages lie between source and reply (0: the
+# one just before); score 0, since nothing was retrieved by similarity.
+_CONSERVATIVE_SQL = f"""
+INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score)
+SELECT %s, s.id, t.id, LEAST(t.pos - s.pos - 1, {MAX_RANK}), 0.0
+FROM unnest(%s::bigint[], %s::boolean[]) WITH ORDINALITY AS t(id, fresh, pos)
+JOIN unnest(%s::bigint[]) WITH ORDINALITY AS s(id, pos) ON s.pos < t.pos
+WHERE t.fresh
+ON CONFLICT DO NOTHING
+"""
+
+
+def _conservative_edges_insert(*, owner_id: int, branch: list[tuple[int, bool]]) -> int:
+    if not any(fresh for _, fresh in branch):
+        return 0
+    ids = [pk for pk, _ in branch]
+    with connection.cursor() as cursor:
+        cursor.execute(_CONSERVATIVE_SQL, [owner_id, ids, [fresh for _, fresh in branch], ids])
+        return cursor.rowcount
+
+
+def _explicit_edges_insert(*, owner_id: int, rows: list[tuple[int, int, int, float]]) -> int:
+    if not rows:
+        return 0
+    sources, targets, ranks, scores = (list(column) for column in zip(*rows, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score) "
+            "SELECT %s, e.source_id, e.target_id, e.rank, e.score "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::smallint[], %s::float8[]) "
+            "AS e(source_id, target_id, rank, score) ON CONFLICT DO NOTHING",
+            [owner_id, sources, targets, ranks, scores],
+        )
+        return cursor.rowcount
+
+
+# --- Jobs --------------------------------------------------------------------
+
+
+def import_job_create(*, owner: Any, data: bytes, filename: str = "", format: str | None = None) -> ImportJob:
+    """Check the upload, store it and a pending job; enqueue the job after commit.
+
+    The file is parsed once here so that an unsupported or malformed file is
+    refused at once (400, nothing stored). The upload itself waits in the
+    database, not in the task payload or Redis, and the job deletes it.
+    """
+    parsed = history_parse(data=data, format=format)
+    with transaction.atomic():
+        job = ImportJob.objects.create(
+            owner=owner,
+            format=parsed.format,
+            filename=filename[:200],
+            conversations_total=len(parsed.conversations) + len(parsed.errors),
+            messages_total=parsed.message_count,
+        )
+        ImportUpload.objects.create(job=job, data=data)
+        transaction.on_commit(lambda: _enqueue_job(job.pk))
+    return job
+
+
+def _enqueue_job(job_id: int) -> None:
+    import_run_task.delay(job_id=job_id)
+
+
+def import_job_list(*, owner: Any) -> QuerySet[ImportJob]:
+    return ImportJob.objects.filter(owner=owner).order_by("-created_at", "-id")
+
+
+def import_job_get(*, owner: Any, job_id: int) -> ImportJob:
+    job = ImportJob.objects.filter(owner=owner, pk=job_id).first()
+    if job is None:
+        raise NotFound(f"No import with id {job_id}.")
+    return job
+
+
+def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | None = None) -> ImportJob | None:
+    """Run an import job: parse its upload, import, record counts; delete the upload.
+
+    Safe to run twice (a worker lost mid-job hands it on): conversations that
+    landed are found by their source ids and skipped. The upload is deleted
+    when the job ends, done or failed.
+    """
+    started = ImportJob.objects.filter(
+        pk=job_id, status__in=[ImportJob.Status.PENDING, ImportJob.Status.RUNNING]
+    ).update(status=ImportJob.Status.RUNNING, started_at=timezone.now())
+    job = ImportJob.objects.filter(pk=job_id).first()
+    if job is None or not started:
+        return job
+    upload = ImportUpload.objects.filter(job_id=job_id).first()
+    if upload is None:
+        return _job_finish(job, error="The uploaded file is gone; upload it again.")
+    try:
+        parsed = history_parse(data=bytes(upload.data), format=job.format)
+        del upload
+
+        last_saved = 0.0
+
+        def record(progress: ImportProgress, *, final: bool = False) -> None:
+            # A row update and a ping per conversation would double a large
+            # import's round trips: at most a few per second, and the last.
+            nonlocal last_saved
+            if not final and time.monotonic() - last_saved < PROGRESS_INTERVAL_S:
+                return
+            last_saved = time.monotonic()
+            for name in (
+                "conversations_total",
+                "conversations_done",
+                "conversations_failed",
+                "messages_total",
+                "messages_done",
+                "messages_imported",
+                "messages_skipped",
+                "edges_created",
+                "threads",
+                "errors",
+            ):
+                setattr(job, name, getattr(progress, name))
+            job.save(
+                update_fields=[
+                    "conversations_total",
+                    "conversations_done",
+                    "conversations_failed",
+                    "messages_total",
+                    "messages_done",
+                    "messages_imported",
+                    "messages_skipped",
+                    "edges_created",
+                    "threads",
+                    "errors",
+                ]
+            )
+            if on_progress is not None:
+                on_progress(job)
+
+        record(history_import(owner_id=job.owner_id, parsed=parsed, on_progress=record), final=True)
+    except DomainError as exc:
+        return _job_finish(job, error=exc.message)
+    except Exception:
+        logger.exception("import %s failed unexpectedly", job_id)
+        _job_finish(job, error="Something went wrong during the import; what was imported stays.")
+        raise
+    return _job_finish(job, error="")
+
+
+def _job_finish(job: ImportJob, *, error: str) -> ImportJob:
+    with transaction.atomic():
+        ImportUpload.objects.filter(job_id=job.pk).delete()
+        job.status = ImportJob.Status.FAILED if error else ImportJob.Status.DONE
+        job.error = error
+        job.finished_at = timezone.now()
+        job.save(update_fields=["status", "error", "finished_at"])
+    return job
+
+
+def import_jobs_sweep(*, older_than_s: float) -> int:
+    """Fail jobs stuck past their time (worker gone, queue flushed) and drop their uploads."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stuck = list(
+        ImportJob.objects.filter(status__in=[ImportJob.Status.PENDING, ImportJob.Status.RUNNING], created_at__lt=cutoff)
+    )
+    for job in stuck:
+        _job_finish(job, error="The import did not finish in time; upload the file again (nothing is imported twice).")
+    return len(stuck)

@@ -1,0 +1,202 @@
+"""Importing histories into the store: idempotency, atomicity, conservative provenance, round trip."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chat import imports
+from chat.importers import parse_file
+from chat.models import ContextEdge, Message, Thread
+from dellm_site.errors import ValidationFailed
+from provenance import services as deletions
+from provenance.selectors import dep_ids, taint_violations
+from tests.factories import make_message, make_thread
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHATGPT = json.loads((FIXTURES / "chatgpt_conversations.json").read_text())
+LISBON = ["aaa2b1c0-u1", "c3f9e8b2-a1", "aaa2d4e5-u2", "f7a8b9c0-a2", "aaa2f0e1-u3", "0a1b2c3d-a3"]
+
+
+def run_import(owner, document, **kwargs):
+    data = document if isinstance(document, bytes) else json.dumps(document).encode()
+    return imports.history_import(owner_id=owner.pk, parsed=parse_file(data, **kwargs))
+
+
+def by_source(owner) -> dict[str, Message]:
+    return {m.source_id: m for m in Message.objects.filter(owner=owner)}
+
+
+def sources_of(message: Message) -> set[int]:
+    return set(ContextEdge.objects.filter(target=message).values_list("source_id", flat=True))
+
+
+def with_turn(document, *new_nodes):
+    """The Lisbon conversation continued by (node id, role, text) after its current node."""
+    document = json.loads(json.dumps(document))
+    conversation = document[0]
+    parent = conversation["current_node"]
+    for node_id, role, text in new_nodes:
+        conversation["mapping"][parent]["children"].append(node_id)
+        conversation["mapping"][node_id] = {
+            "id": node_id,
+            "message": {
+                "id": node_id,
+                "author": {"role": role},
+                "create_time": 1714558000.0,
+                "content": {"content_type": "text", "parts": [text]},
+                "metadata": {},
+                "recipient": "all",
+            },
+            "parent": parent,
+            "children": [],
+        }
+        parent = node_id
+    conversation["current_node"] = parent
+    return document
+
+
+def test_import_keeps_order_roles_marks_and_conservative_edges(owner, thread):
+    make_message(thread, "an earlier native message")
+    progress = run_import(owner, CHATGPT)
+    assert (progress.messages_imported, progress.messages_skipped, progress.conversations_failed) == (8, 0, 0)
+    lisbon = Thread.objects.get(owner=owner, source="chatgpt", source_id="664a1f2e-0b3c-8005-a1b2-lisbon")
+    messages = list(Message.objects.filter(thread=lisbon).order_by("seq"))
+    assert [(m.source_id, m.role, m.imported_from) for m in messages] == [
+        (key, "user" if key.split("-")[-1].startswith("u") else "assistant", "chatgpt") for key in LISBON
+    ]
+    assert [m.seq for m in messages] == list(range(2, 8))
+    assert lisbon.title == "Trip to Lisbon"
+    assert all(m.embedding is not None for m in messages)
+    # Each reply: every earlier message of its branch; user messages: none.
+    for index, message in enumerate(messages):
+        expected = {m.pk for m in messages[:index]} if message.role == "assistant" else set()
+        assert sources_of(message) == expected
+    edges = ContextEdge.objects.filter(owner=owner)
+    assert edges.count() == 1 + 3 + 5 + 1  # Lisbon replies at positions 1, 3, 5; Python's reply at 1
+    reply = messages[5]
+    assert list(ContextEdge.objects.filter(target=reply).order_by("rank").values_list("source_id", "rank")) == [
+        (messages[4].pk, 0),
+        (messages[3].pk, 1),
+        (messages[2].pk, 2),
+        (messages[1].pk, 3),
+        (messages[0].pk, 4),
+    ]
+    assert progress.edges_created == 10
+    assert sorted(progress.threads) == sorted(
+        Thread.objects.filter(owner=owner, source="chatgpt").values_list("pk", flat=True)
+    )
+
+
+def test_second_import_adds_nothing_and_a_grown_conversation_appends_only_new(owner):
+    run_import(owner, CHATGPT)
+    before = (Message.objects.count(), ContextEdge.objects.count(), Thread.objects.count())
+    again = run_import(owner, CHATGPT)
+    assert (again.messages_imported, again.edges_created) == (0, 0)
+    assert (Message.objects.count(), ContextEdge.objects.count(), Thread.objects.count()) == before
+    grown = with_turn(CHATGPT, ("u4", "user", "Any day trips?"), ("a4", "assistant", "Sintra is an easy day trip."))
+    progress = run_import(owner, grown)
+    assert (progress.messages_imported, progress.edges_created) == (2, 7)
+    rows = by_source(owner)
+    assert sources_of(rows["a4"]) == {rows[key].pk for key in [*LISBON, "u4"]}
+    assert rows["a4"].seq == max(m.seq for m in rows.values())
+
+
+def test_deleted_imported_message_stays_deleted_and_later_new_replies_are_skipped(owner):
+    run_import(owner, CHATGPT)
+    rows = by_source(owner)
+    deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[rows["aaa2f0e1-u3"].pk])
+    assert deletion.dependent_ids == [rows["0a1b2c3d-a3"].pk]
+    deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    grown = with_turn(CHATGPT, ("u4", "user", "Any day trips?"), ("a4", "assistant", "Sintra."))
+    progress = run_import(owner, grown)
+    assert (progress.messages_imported, progress.messages_skipped) == (1, 1)
+    rows = by_source(owner)
+    assert rows["aaa2f0e1-u3"].status == rows["0a1b2c3d-a3"].status == "deleted"
+    assert "a4" not in rows
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_conservative_cascade_and_preview_flags_imported_replies(owner, api):
+    run_import(owner, CHATGPT)
+    rows = by_source(owner)
+    thread = rows["aaa2b1c0-u1"].thread
+    native = make_message(thread, "a native reply that used the hotel question", role="assistant")
+    ContextEdge.objects.create(owner=owner, source=rows["aaa2d4e5-u2"], target=native, rank=1, score=0.5)
+    root = rows["aaa2d4e5-u2"]
+    later_replies = sorted(rows[key].pk for key in ["f7a8b9c0-a2", "0a1b2c3d-a3"])
+    assert dep_ids(owner_id=owner.pk, roots=[root.pk]) == {root.pk, *later_replies, native.pk}
+    response = api.post("/api/deletions/", {"select": {"ids": [root.pk]}, "mode": "soft"}, format="json")
+    assert response.status_code == 201
+    body = response.json()
+    assert body["dependents"] == [*later_replies, native.pk]
+    assert body["imported_dependents"] == later_replies
+    listed = api.get("/api/deletions/").json()
+    assert listed[0]["imported_dependents"] == later_replies
+    message = api.get(f"/api/messages/{later_replies[0]}/").json()
+    # By rank: the nearest earlier message first.
+    assert (message["imported_from"], message["context"]) == ("chatgpt", [rows[key].pk for key in LISBON[2::-1]])
+    assert api.get(f"/api/messages/{native.pk}/").json()["imported_from"] is None
+    nodes = {node["data"]["id"]: node["data"]["imported_from"] for node in api.get("/api/graph/").json()["nodes"]}
+    assert nodes == {**{m.pk: "chatgpt" for m in rows.values()}, native.pk: None}
+
+
+def test_each_conversation_is_atomic_a_failing_one_leaves_the_others(owner, monkeypatch):
+    real = imports._conservative_edges_insert
+    calls = []
+
+    def fail_second(*, owner_id, branch):
+        calls.append(branch)
+        if len(calls) == 2:
+            raise ValidationFailed("boom")
+        return real(owner_id=owner_id, branch=branch)
+
+    monkeypatch.setattr(imports, "_conservative_edges_insert", fail_second)
+    document = json.loads(json.dumps(CHATGPT))
+    document.append({"id": "broken", "title": "x", "mapping": {}, "current_node": "nowhere"})
+    progress = run_import(owner, document)
+    assert progress.errors == [
+        {"conversation": "broken", "field": "mapping.nowhere", "message": "is referenced as a parent but missing"},
+        {"conversation": "664b7c9d-1e2f-8005-b3c4-python", "field": "messages", "message": "boom"},
+    ]
+    assert (progress.conversations_failed, progress.messages_imported) == (2, 6)
+    assert set(Thread.objects.filter(owner=owner).values_list("source_id", flat=True)) == {
+        "664a1f2e-0b3c-8005-a1b2-lisbon"
+    }
+    assert sorted(by_source(owner)) == sorted(LISBON)
+
+
+def test_dellm_export_round_trip_same_messages_and_edges(owner, other_owner, api, other_api):
+    first, second = make_thread(owner, "Paris"), make_thread(owner, "Tea")
+    m1 = make_message(first, "I live in Paris")
+    m2 = make_message(second, "I like green tea")
+    m3 = make_message(first, "Paris, noted", role="assistant")
+    m4 = make_message(second, "Green tea from Paris", role="assistant")
+    for source, target in [(m1, m3), (m1, m4), (m2, m4), (m3, m4)]:
+        ContextEdge.objects.create(owner=owner, source=source, target=target, rank=1, score=0.25)
+    export = api.get("/api/export/").content
+    progress = run_import(other_owner, export)
+    assert (progress.messages_imported, progress.edges_created, progress.errors) == (4, 4, [])
+
+    def shape(api_client):
+        document = api_client.get("/api/export/").json()
+        titles = {t["id"]: t["title"] for t in document["threads"]}
+        position = {m["id"]: i for i, m in enumerate(document["messages"])}
+        messages = [(titles[m["thread"]], m["role"], m["content"]) for m in document["messages"]]
+        edges = sorted((position[e["source"]], position[e["target"]], e["rank"], e["score"]) for e in document["edges"])
+        return messages, edges
+
+    assert shape(other_api) == shape(api)
+    assert set(Message.objects.filter(owner=other_owner).values_list("imported_from", flat=True)) == {"dellm"}
+    again = run_import(other_owner, export)
+    assert (again.messages_imported, again.edges_created) == (0, 0)
+
+
+def test_history_parse_limits_are_validation_errors(settings):
+    settings.DELLM_IMPORT_MAX_CONVERSATIONS = 1
+    with pytest.raises(ValidationFailed) as caught:
+        imports.history_parse(data=json.dumps(CHATGPT).encode())
+    assert caught.value.fields == {"conversations": "The file has 2 conversations; at most 1 can be imported at once."}
+    settings.DELLM_IMPORT_MAX_BYTES = 10
+    with pytest.raises(imports.PayloadTooLarge):
+        imports.history_parse(data=json.dumps(CHATGPT).encode())

@@ -1,0 +1,27 @@
+import json
+from io import StringIO
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from chat.models import Message
+
+
+def test_import_bench_smoke_needs_no_seed_and_cleans_up(db, tmp_path):
+    call_command(
+        "dellm_bench", parts="import", import_messages=40, import_edge_lengths="6", out=str(tmp_path), stdout=StringIO()
+    )
+
+    results = json.loads((tmp_path / "results.json").read_text())["results"]["import"]
+    # Two conversations of 20 alternating messages: replies at positions 1, 3, ..., 19 of each.
+    assert {k: results["main"][k] for k in ("messages", "edges", "failed")} == {
+        "messages": 40,
+        "edges": 200,
+        "failed": 0,
+    }
+    assert [(row["length"], row["edges"]) for row in results["edge_cost"]] == [(6, 1 + 3 + 5)]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## 7. Importing a chat history" in report
+    assert "| Import of 10,000 messages (ChatGPT export, offline embeddings included) <= 60 s |" in report
+    assert Message.objects.count() == 0
+    assert not get_user_model().objects.filter(username__startswith="importbench-").exists()
