@@ -25,7 +25,23 @@ class MessageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "seq", "thread", "role", "content", "status", "created_at", "context", "derived"]
+        fields = [
+            "id",
+            "seq",
+            "thread",
+            "role",
+            "content",
+            "status",
+            "created_at",
+            "context",
+            "derived",
+            "replaces",
+            "place",
+        ]
+        extra_kwargs = {
+            "replaces": {"help_text": "Id of the message this one rewrites (a regenerated reply, a redaction)."},
+            "place": {"help_text": "The seq whose position in the thread this message is shown at; null: its own."},
+        }
 
     def get_content(self, message: Message) -> str:
         return "" if message.status == Message.Status.PURGED else message.content

@@ -69,9 +69,13 @@ export const api = {
     get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
   deletions: () => get("/api/deletions/"),
   previewDeletion: (body) => post("/api/deletions/", body),
-  confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
+  deletion: (id) => get(`/api/deletions/${id}/`),
+  // `choices`: {derived?, redactions?: {message id: approved text}} (docs/API.md).
+  confirmDeletion: (id, choices) => post(`/api/deletions/${id}/confirm/`, choices),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
+  undoPreview: (id) => get(`/api/deletions/${id}/undo/`),
   undoDeletion: (id) => post(`/api/deletions/${id}/undo/`),
+  resumeDeletion: (id) => post(`/api/deletions/${id}/resume/`),
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

@@ -11,7 +11,7 @@ from dellm_site.celery import app as celery_app
 from lab.evaluation.datasets import tofu_load
 from lab.evaluation.metrics import judge_get, relations_check, summarize
 from lab.evaluation.notes import NOTES
-from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
+from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_mixed_generate, pf_sample_lines
 from lab.evaluation.report import report_write
 from lab.evaluation.runner import evaluate
 from lab.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse, systems_default
@@ -24,6 +24,7 @@ QUIET_LOGGERS = (
     "provenance.services",
     "provenance.tasks",
     "provenance.verification",
+    "provenance.regeneration",
     "celery.app.trace",
 )
 
@@ -37,9 +38,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--out", default="eval-results", help="Output directory (default eval-results/).")
         parser.add_argument("--smoke", action="store_true", help="Tiny run: 2 personas, a handful of TOFU facts.")
-        parser.add_argument("--datasets", default="pf,tofu", help="Comma-separated: pf, tofu.")
+        parser.add_argument("--datasets", default="pf,tofu", help="Comma-separated: pf, pf-mixed, tofu.")
         parser.add_argument(
-            "--systems", default="", help="Comma-separated: dellm, no_memory, full_memory, semantic:<t> (default all)."
+            "--systems",
+            default="",
+            help="Comma-separated: dellm, dellm:regenerate, dellm:redact, no_memory, full_memory, semantic:<t> "
+            "(default all).",
         )
         parser.add_argument(
             "--thresholds",
@@ -141,14 +145,18 @@ class Command(BaseCommand):
     @staticmethod
     def _datasets(options) -> list:
         names = [name.strip() for name in options["datasets"].split(",") if name.strip()]
-        unknown = set(names) - {"pf", "tofu"}
+        unknown = set(names) - {"pf", "pf-mixed", "tofu"}
         if unknown:
-            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf and/or tofu.")
+            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, pf-mixed and/or tofu.")
         smoke = options["smoke"]
         datasets = []
         if "pf" in names:
             datasets.append(
                 pf_generate(count=SMOKE["personas"] if smoke else options["personas"], seed=options["seed"])
+            )
+        if "pf-mixed" in names:
+            datasets.append(
+                pf_mixed_generate(count=SMOKE["personas"] if smoke else options["personas"], seed=options["seed"])
             )
         if "tofu" in names:
             sizes = (

@@ -38,6 +38,9 @@ export function messageItem(message, questionId = null) {
       el("a", { class: "msg-seq", href: `${page.graphUrl}?focus=${message.id}`, title: "Open in the memory graph" }, `#${message.seq}`),
       timeEl(message.created_at),
       message.status === "expiring" ? el("span", { class: "badge badge-scheduled" }, "expiring") : null,
+      message.replaces
+        ? el("span", { class: "badge badge-rewritten", title: "Rewritten without what you asked to forget" }, mine ? "redacted" : "rewritten")
+        : null,
     ),
     el("div", { class: "msg-body" }, message.content),
   );
