@@ -9,6 +9,7 @@ Audit rows carry ids, counts and kinds, never message text or query text.
 import logging
 import math
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -38,7 +39,7 @@ MAX_SELECT_IDS = 10_000
 MAX_REDACTION_PROPOSALS = 50
 
 
-def _validate_derived(derived) -> str:
+def _validate_derived(derived: object) -> str:
     if derived is None:
         return Derived.DELETE
     if derived not in Derived.values:
@@ -212,7 +213,9 @@ def deletion_preview(
     return deletion
 
 
-def _redaction_proposals(*, owner, matched: list[int], exact: str | None, semantic: str | None) -> list[dict]:
+def _redaction_proposals(
+    *, owner: User, matched: list[int], exact: str | None, semantic: str | None
+) -> list[dict[str, Any]]:
     """[{"message": id, "text": redacted text, "regenerate": [reply ids]}] for the matched user messages."""
     rows = (
         Message.objects.filter(owner=owner, pk__in=matched, role=Message.Role.USER, status__in=Message.LIVE)

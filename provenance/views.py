@@ -112,7 +112,7 @@ class DeletionCancelView(APIView):
 
 class DeletionUndoView(APIView):
     @extend_schema(responses={200: UndoPreviewSerializer, **errors(404)}, summary="What an undo would do")
-    def get(self, request, deletion_id: int):
+    def get(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = selectors.deletion_get(owner=request.user, deletion_id=deletion_id)
         plan = undo_plan(deletion=deletion)
         body = {
@@ -139,7 +139,7 @@ class DeletionResumeView(APIView):
         responses={200: DeletionSerializer, **errors(404, 409)},
         summary="Run again the failed or cancelled rewrites of a deletion",
     )
-    def post(self, request, deletion_id: int):
+    def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_resume(deletion_id=deletion_id, owner_id=request.user.pk)
         return Response(DeletionSerializer(deletion).data)
 
