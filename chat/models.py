@@ -74,6 +74,12 @@ class Message(models.Model):
     # the id cannot dangle.
     deleted_by_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # A rewrite (a regenerated reply, a redacted message) takes the place of the
+    # message it replaces: `replaces` keeps that message's id only (no foreign
+    # key, so nothing of it is reachable from here), `place` the sequence number
+    # whose position it is shown at in its thread (null: its own `seq`).
+    replaces = models.BigIntegerField(null=True, blank=True, help_text="Id of the message this one rewrites.")
+    place = models.PositiveBigIntegerField(null=True, blank=True, help_text="Shown at this seq's position.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Imported from another tool ("chatgpt", "claude", "dellm", "jsonl"; ""
@@ -131,6 +137,16 @@ class Turn(models.Model):
     error = models.TextField(blank=True, default="", help_text="For humans; never message text.")
     attempts = models.PositiveIntegerField(default=0)
     policy = models.CharField(max_length=16, default="relevant")
+    # A regeneration turn rewrites the reply `replaces` (an id only) for a
+    # deletion run with `derived="regenerate"`; an ordinary turn has neither.
+    replaces = models.BigIntegerField(null=True, blank=True, help_text="Id of the reply this turn rewrites.")
+    deletion = models.ForeignKey(
+        "provenance.DeletionRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="regenerations",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

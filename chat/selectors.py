@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
+from django.db.models.functions import Coalesce
 
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
@@ -141,8 +142,12 @@ def thread_get(*, owner: User, thread_id: int) -> Thread:
 
 
 def thread_messages(*, thread: Thread) -> list[Message]:
-    """The thread's live messages in order, with their edges attached."""
-    return with_edges(list(Message.objects.filter(thread=thread, status__in=LIVE_STATUSES).order_by("seq")))
+    """The thread's live messages in order, with their edges attached.
+
+    A rewrite is shown where the message it replaces was (`place`).
+    """
+    messages = Message.objects.filter(thread=thread, status__in=LIVE_STATUSES)
+    return with_edges(list(messages.order_by(Coalesce("place", "seq"), "seq")))
 
 
 def message_list(

@@ -62,7 +62,13 @@ class MessageSerializer(serializers.ModelSerializer):
             "derived",
             "context_detail",
             "imported_from",
+            "replaces",
+            "place",
         ]
+        extra_kwargs = {
+            "replaces": {"help_text": "Id of the message this one rewrites (a regenerated reply, a redaction)."},
+            "place": {"help_text": "The seq whose position in the thread this message is shown at; null: its own."},
+        }
 
     def get_content(self, message: Message) -> str:
         return "" if message.status == Message.Status.PURGED else message.content

@@ -126,6 +126,18 @@ class _AlreadyFinished(Exception):
     pass
 
 
+class _TurnClosed(Exception):
+    pass
+
+
+def _place_of(message_id: int | None) -> int | None:
+    """The thread position a rewrite of `message_id` is shown at: where that message was."""
+    if message_id is None:
+        return None
+    row = Message.objects.filter(pk=message_id).values_list("place", "seq").first()
+    return None if row is None else row[0] or row[1]
+
+
 def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding: list[float] | None) -> Message:
     """Commit a reply and its edges only if the whole context is still live.
 
@@ -136,6 +148,10 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
     user_message = turn.user_message
     with transaction.atomic():
         owner_lock(turn.owner_id)
+        # A turn closed meanwhile (a regeneration cancelled or undone, or the
+        # same turn committed by another worker) commits nothing.
+        if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
+            raise _TurnClosed
         needed = {item.id for item in context} | {user_message.id}
         live = set(
             Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE).values_list(
@@ -156,6 +172,8 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
             content=text,
             embedding=embedding,
             embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
+            replaces=turn.replaces,
+            place=_place_of(turn.replaces),
         )
         _edges_insert(
             owner_id=turn.owner_id,
@@ -246,6 +264,10 @@ def turn_run(
         except _AlreadyFinished:
             logger.info("turn %s: finished by another run; this reply is dropped", turn.pk)
             return Turn.objects.filter(pk=turn.pk).first()
+        except _TurnClosed:
+            logger.info("turn %s: closed during generation, reply discarded", turn.pk)
+            turn.refresh_from_db()
+            return turn
         except _ContextChanged:
             logger.info("turn %s: context changed during generation, rebuilding", turn.pk)
             if on_rebuild is not None:
@@ -254,6 +276,46 @@ def turn_run(
         turn.refresh_from_db()
         return turn
     return turn_fail(turn_id=turn.pk, error="Memory kept changing while the reply was generated; please retry.")
+
+
+def regeneration_turns_create(*, owner_id: int, deletion_id: int, rewrites: list[tuple[int, int, str]]) -> list[int]:
+    """Pending turns that rewrite replies: `rewrites` is [(old reply id, user message id, policy)].
+
+    Called inside the deletion's transaction, under the owner's lock; nothing is
+    enqueued here (the deletion runs its regenerations in order). Each is an
+    ordinary turn: same commit path, events, failure and retry.
+    """
+    turns = Turn.objects.bulk_create(
+        Turn(owner_id=owner_id, user_message_id=user_id, policy=policy, replaces=reply_id, deletion_id=deletion_id)
+        for reply_id, user_id, policy in rewrites
+    )
+    return [turn.pk for turn in turns]
+
+
+def regeneration_turns_close(*, deletion_id: int, error: str) -> int:
+    """Fail the deletion's regeneration turns that have not committed; how many. Caller holds the owner's lock."""
+    return Turn.objects.filter(deletion_id=deletion_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
+        status=Turn.Status.FAILED, error=error, updated_at=timezone.now()
+    )
+
+
+def message_replace(*, original: Message, content: str, embedding: list[float] | None) -> Message:
+    """A new message with `content` in `original`'s place (same thread and role, shown at its position).
+
+    Caller holds the owner's lock, in the transaction that removes `original`.
+    """
+    validate_content(content)
+    return Message.objects.create(
+        owner_id=original.owner_id,
+        thread_id=original.thread_id,
+        seq=_next_seq(original.owner_id),
+        role=original.role,
+        content=content,
+        embedding=embedding,
+        embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
+        replaces=original.pk,
+        place=original.place or original.seq,
+    )
 
 
 def turn_fail(*, turn_id: int, error: str) -> Turn | None:

@@ -273,6 +273,9 @@ DELLM_LLM = env_choice(
     "openai" if env_str("OPENAI_API_KEY") or env_str("OPENAI_BASE_URL") else "offline",
     ("offline", "openai"),
 )
+# Redacting part of a message: with a model configured, the preview offers its
+# rewrite (the user approves the exact text); off, or offline, the rule-based one.
+DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
 DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
 # The vector column's dimension is fixed when the first migration runs; a
 # different embedder needs the same dimension or a fresh database + reembed.

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -19,6 +21,12 @@ class DeletionRequest(models.Model):
         SOFT = "soft"
         PURGE = "purge"
         EXPIRE = "expire"
+
+    class Derived(models.TextChoices):
+        """What happens to the replies in Dep(M) \\ M."""
+
+        DELETE = "delete"
+        REGENERATE = "regenerate"
 
     class Status(models.TextChoices):
         PREVIEWED = "previewed"
@@ -47,6 +55,15 @@ class DeletionRequest(models.Model):
     mode = models.CharField(max_length=16, choices=Mode.choices)
     depth = models.PositiveIntegerField(null=True, blank=True, help_text="Taint level limit; null = full Dep.")
     expire_at = models.DateTimeField(null=True, blank=True)
+    derived = models.CharField(max_length=16, choices=Derived.choices, default=Derived.DELETE)
+    # Replies that regeneration rewrites (preview: as planned; confirm: recomputed).
+    regenerate_ids = ArrayField(models.BigIntegerField(), default=list)
+    # {original message id: id of its redacted replacement}, ids only.
+    redacted = models.JSONField(default=dict)
+    regeneration_cancelled_at = models.DateTimeField(null=True, blank=True)
+    regeneration_finished_at = models.DateTimeField(null=True, blank=True)
+    # What an undo removed besides restoring `deleted_ids`: the rewrites and their Dep.
+    undo_removed_ids = ArrayField(models.BigIntegerField(), default=list)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.PREVIEWED)
     matched_ids = ArrayField(models.BigIntegerField(), default=list)
     dependent_ids = ArrayField(models.BigIntegerField(), default=list)
@@ -74,6 +91,10 @@ class DeletionRequest(models.Model):
             models.Index(fields=["owner", "-created_at"], name="deletion_owner_recent"),
             models.Index(fields=["status", "expire_at"], name="deletion_due"),
         ]
+
+    # Redacted texts offered by the preview that created this object: set by
+    # `deletion_preview`, answered once, never stored (they are message text).
+    redaction_proposals: tuple[dict[str, Any], ...] = ()
 
     def __str__(self) -> str:
         return f"Deletion {self.pk} ({self.mode}, {self.status})"

@@ -145,7 +145,8 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
 
 
 def deletion_list(*, owner: User) -> QuerySet[DeletionRequest]:
-    return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id")
+    # Regeneration progress is read from each deletion's turns: one query for all.
+    return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id").prefetch_related("regenerations")
 
 
 def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
+from provenance.regeneration import regeneration_progress
 from provenance.selectors import LABEL_CHARS, imported_dependents_attach
 
 # The recursive CTE compares depth with a PostgreSQL integer: a larger value
@@ -47,11 +48,31 @@ class PurgeCheckSerializer(serializers.Serializer):
     with_embedding = serializers.ListField(child=serializers.IntegerField())
 
 
+class RegenerationCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    total = serializers.IntegerField(help_text="Replies to rewrite.")
+    rewritten = serializers.ListField(child=serializers.IntegerField(), help_text="Ids of the rewritten replies.")
+    failed = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Old reply ids not rewritten (resumable)."
+    )
+    pending = serializers.ListField(child=serializers.IntegerField(), help_text="Old reply ids still to rewrite.")
+    taint_violations = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()), help_text="I1 after the rewrites."
+    )
+    context_violations = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="[rewritten reply, context message that is not live] pairs.",
+    )
+
+
 class ReceiptChecksSerializer(serializers.Serializer):
     taint = TaintCheckSerializer()
     gone = GoneCheckSerializer()
     forget = ForgetCheckSerializer()
     purge = PurgeCheckSerializer(allow_null=True, help_text="Purges and expiries only.")
+    regeneration = RegenerationCheckSerializer(
+        required=False, help_text="Once the rewrites of a regenerating deletion have run."
+    )
 
 
 class ReceiptSerializer(serializers.Serializer):
@@ -69,6 +90,34 @@ class DeletionListSerializer(serializers.ListSerializer[Any]):
         deletions = list(data.all() if isinstance(data, Manager) else data)
         imported_dependents_attach(deletions)
         return super().to_representation(deletions)
+
+
+class RegenerationTurnSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The turn: GET /api/turns/{id}/ and its events, like any turn.")
+    replaces = serializers.IntegerField(help_text="Id of the removed reply this turn rewrites.")
+    message = serializers.IntegerField(source="user_message_id", help_text="The user message it answers.")
+    status = serializers.CharField()
+    reply = serializers.IntegerField(source="reply_id", allow_null=True, help_text="The rewritten reply, once done.")
+    error = serializers.CharField(help_text="Why it failed, for humans; empty otherwise.")
+
+
+class RegenerationSerializer(serializers.Serializer):
+    """Progress of rewriting the removed replies: n of N rewritten, the failed ones."""
+
+    state = serializers.ChoiceField(choices=["running", "done", "failed", "cancelled"])
+    total = serializers.IntegerField()
+    rewritten = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    turns = RegenerationTurnSerializer(many=True)
+
+
+class RedactionProposalSerializer(serializers.Serializer):
+    message = serializers.IntegerField(help_text="A matched user message.")
+    text = serializers.CharField(help_text="That message without the matched words' sentences or clauses.")
+    regenerate = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Replies rewritten if this redaction is confirmed."
+    )
 
 
 class DeletionSerializer(serializers.ModelSerializer):
@@ -91,6 +140,22 @@ class DeletionSerializer(serializers.ModelSerializer):
         help_text="Dependents that are imported replies. Their provenance is unknown, so each counts every "
         "earlier message of its conversation as a source: deleting an imported message takes every later "
         "imported reply of that conversation."
+    )
+    regenerate = serializers.ListField(
+        source="regenerate_ids",
+        child=serializers.IntegerField(),
+        help_text="Replies rewritten without the removed messages (preview: if `derived` is regenerate).",
+    )
+    model_calls = serializers.SerializerMethodField(help_text="What regenerating costs: one model call per reply.")
+    redacted = serializers.DictField(
+        child=serializers.IntegerField(), help_text="{original message id: id of its redacted replacement}."
+    )
+    redactions = serializers.SerializerMethodField(
+        help_text="Only in the response that creates the preview (never stored): redacted texts on offer."
+    )
+    regeneration = serializers.SerializerMethodField(help_text="Null unless this deletion rewrites replies.")
+    undo_removed = serializers.ListField(
+        source="undo_removed_ids", child=serializers.IntegerField(), help_text="Rewrites an undo removed."
     )
 
     class Meta:
@@ -118,6 +183,13 @@ class DeletionSerializer(serializers.ModelSerializer):
             "receipt",
             "verified_at",
             "imported_dependents",
+            "derived",
+            "regenerate",
+            "model_calls",
+            "redactions",
+            "redacted",
+            "regeneration",
+            "undo_removed",
         ]
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
@@ -125,6 +197,41 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "imported_dependents"):
             imported_dependents_attach([deletion])
         return deletion.imported_dependents
+
+    def get_model_calls(self, deletion: DeletionRequest) -> int:
+        return len(deletion.regenerate_ids)
+
+    @extend_schema_field(RedactionProposalSerializer(many=True))
+    def get_redactions(self, deletion: DeletionRequest) -> list[dict[str, Any]]:
+        return [dict(proposal) for proposal in deletion.redaction_proposals]
+
+    @extend_schema_field(RegenerationSerializer(allow_null=True))
+    def get_regeneration(self, deletion: DeletionRequest) -> dict | None:
+        progress = regeneration_progress(deletion=deletion)
+        return None if progress is None else RegenerationSerializer(progress).data
+
+
+class DeletionConfirmSerializer(serializers.Serializer):
+    derived = serializers.ChoiceField(
+        choices=DeletionRequest.Derived.choices, required=False, help_text="Overrides the preview's choice."
+    )
+    redactions = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text="{matched user message id: the approved redacted text}; each replaces its message.",
+    )
+
+
+class UndoPreviewSerializer(serializers.Serializer):
+    deletion = serializers.IntegerField()
+    restores = serializers.ListField(child=serializers.IntegerField(), help_text="Messages an undo brings back.")
+    removes = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Rewritten replies, redacted replacements and their Dep."
+    )
+    explanations = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="For each removed id, a path [rewrite id, ..., id].",
+    )
 
 
 class ChatDeletionSerializer(serializers.Serializer):
@@ -154,6 +261,11 @@ class DeletionInputSerializer(serializers.Serializer):
         allow_null=True,
         max_value=MAX_DEPTH,
         help_text="Taint level limit, >= 0; omit for the full Dep(M).",
+    )
+    derived = serializers.ChoiceField(
+        choices=DeletionRequest.Derived.choices,
+        required=False,
+        help_text="The replies in Dep(M) \\ M: `delete` (default) or `regenerate` (rewritten without M).",
     )
 
 

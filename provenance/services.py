@@ -9,6 +9,7 @@ Audit rows carry ids, counts and kinds, never message text or query text.
 import logging
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -16,20 +17,36 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from chat.embeddings import embed_one
-from chat.models import LIVE_STATUSES, Message
+from chat.models import LIVE_STATUSES, Message, Turn
+from chat.services import message_replace, regeneration_turns_close, regeneration_turns_create, validate_content
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 from dellm_site.types import User
 from provenance.models import DeletionRequest
+from provenance.redaction import redaction_propose
+from provenance.regeneration import regeneration_plan, regeneration_verify, undo_plan
 from provenance.selectors import dep_ids, explanation_paths
-from provenance.tasks import deletion_fire_task, vacuum_messages_task
+from provenance.tasks import deletion_fire_task, regeneration_run_task, vacuum_messages_task
 from provenance.verification import ForgetProbe, deletion_verify, forget_probe
 
 logger = logging.getLogger(__name__)
 
 Mode = DeletionRequest.Mode
 Status = DeletionRequest.Status
+Derived = DeletionRequest.Derived
 MAX_SELECT_IDS = 10_000
+# Redactions offered by one preview (each is a pass over one message's text).
+MAX_REDACTION_PROPOSALS = 50
+
+
+def _validate_derived(derived: object) -> str:
+    if derived is None:
+        return Derived.DELETE
+    if derived not in Derived.values:
+        raise ValidationFailed(
+            f"Unknown choice for derived replies {derived!r}; use delete or regenerate.", fields={"derived": "unknown"}
+        )
+    return derived
 
 
 def _validate_mode(mode: str) -> str:
@@ -131,15 +148,22 @@ def deletion_preview(
     depth: int | None = None,
     expire_at: datetime | None = None,
     selector: str | None = None,
+    derived: str | None = None,
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
     Exactly one of `ids`, `exact`, `semantic` selects. `selector="request"`
     records that a natural-language request was resolved to that selection.
+    `derived` says what happens to the replies in Dep(M) \\ M: `delete` (the
+    default) or `regenerate`; `regenerate_ids` lists the replies a regeneration
+    would rewrite (one model call each), whichever was chosen.
     Side effect: one audit row in status `previewed`. The selection's text is
-    used and dropped; it is not stored.
+    used and dropped; it is not stored. An exact or semantic selection also
+    gets `redaction_proposals` (not stored): for each matched user message
+    whose matched words sit in part of it, that message without them.
     """
     _validate_mode(mode)
+    derived = _validate_derived(derived)
     depth = _validate_depth(depth)
     expire_at = _validate_expire_at(mode, expire_at)
     given = [name for name, value in (("ids", ids), ("exact", exact), ("semantic", semantic)) if value is not None]
@@ -159,6 +183,12 @@ def deletion_preview(
         matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode)
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
     paths = explanation_paths(owner_id=owner.pk, roots=matched, members=members)
+    live_members = set(
+        Message.objects.filter(owner=owner, pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True)
+    )
+    plan = regeneration_plan(
+        owner_id=owner.pk, removed=live_members, matched=set(matched), redacted={}, rewrite_matched=kind != "ids"
+    )
     deletion = DeletionRequest.objects.create(
         owner=owner,
         actor=actor,
@@ -168,12 +198,41 @@ def deletion_preview(
         mode=mode,
         depth=depth,
         expire_at=expire_at,
+        derived=derived,
+        regenerate_ids=[reply for reply, _, _ in plan],
         matched_ids=matched,
         dependent_ids=sorted(members - set(matched)),
         explanations={str(node): path for node, path in sorted(paths.items())},
     )
+    deletion.redaction_proposals = (
+        tuple(_redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic))
+        if kind in ("exact", "semantic") and mode != Mode.EXPIRE
+        else ()
+    )
     logger.info("deletion %s previewed: %s matched, %s dependents", deletion.pk, len(matched), len(paths))
     return deletion
+
+
+def _redaction_proposals(
+    *, owner: User, matched: list[int], exact: str | None, semantic: str | None
+) -> list[dict[str, Any]]:
+    """[{"message": id, "text": redacted text, "regenerate": [reply ids]}] for the matched user messages."""
+    rows = (
+        Message.objects.filter(owner=owner, pk__in=matched, role=Message.Role.USER, status__in=Message.LIVE)
+        .order_by("seq")
+        .values_list("pk", "content")[:MAX_REDACTION_PROPOSALS]
+    )
+    proposals = []
+    for pk, content in rows:
+        text = redaction_propose(text=content, exact=exact, semantic=semantic)
+        if text is None:
+            continue
+        members = dep_ids(owner_id=owner.pk, roots=[pk])
+        plan = regeneration_plan(
+            owner_id=owner.pk, removed=members, matched=set(matched), redacted={pk: None}, rewrite_matched=True
+        )
+        proposals.append({"message": pk, "text": text, "regenerate": [reply for reply, _, _ in plan]})
+    return proposals
 
 
 def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:
@@ -185,13 +244,22 @@ def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     return deletion
 
 
-def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
+def _apply(
+    *, deletion: DeletionRequest, purge: bool, replacements: dict[int, tuple[str, list[float] | None]] | None = None
+) -> ForgetProbe:
     """Recompute Dep(M) and remove it. Caller holds the owner's lock.
 
+    Then, in the same transaction: each redacted original gets its replacement
+    (`replacements`: {original id: (approved text, its embedding)}), and with
+    `derived="regenerate"` the removed replies to rewrite get pending turns.
     Returns the receipt's forget probe, read before a purge destroys the embeddings.
     """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
     probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
+    originals = {
+        message.pk: message
+        for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
+    }
     targets = Message.objects.filter(owner_id=deletion.owner_id, pk__in=members)
     now = timezone.now()
     if purge:
@@ -230,25 +298,107 @@ def _apply(*, deletion: DeletionRequest, purge: bool) -> ForgetProbe:
         + (f", taint depth limited to {deletion.depth}" if deletion.depth is not None else "")
         + ")"
     )
+    redacted: dict[int, int | None] = {}
+    for original_id, (text, embedding) in sorted((replacements or {}).items()):
+        if original_id in originals:
+            redacted[original_id] = message_replace(
+                original=originals[original_id], content=text, embedding=embedding
+            ).pk
+    deletion.redacted = {str(old): new for old, new in redacted.items()}
+    if redacted:
+        # A redaction rewrites its dependents: the replies it fed answer the redacted text.
+        deletion.derived = Derived.REGENERATE
+        deletion.outcome += f"; {len(redacted)} redacted"
+    if deletion.derived == Derived.REGENERATE or redacted:
+        plan = regeneration_plan(
+            owner_id=deletion.owner_id,
+            removed=set(removed),
+            matched=set(deletion.matched_ids),
+            redacted=redacted,
+            rewrite_matched=deletion.resolved_selector != DeletionRequest.Selector.IDS,
+        )
+        regeneration_turns_create(owner_id=deletion.owner_id, deletion_id=deletion.pk, rewrites=plan)
+        deletion.regenerate_ids = [reply for reply, _, _ in plan]
+        deletion.outcome += f"; {len(plan)} replies to rewrite"
+    else:
+        deletion.regenerate_ids = []
     return probe
 
 
-def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by: User) -> DeletionRequest:
+def _validate_redactions(*, owner_id: int, matched: list[int], redactions: object) -> dict[int, str]:
+    """{message id: approved text} for matched user messages of the owner; a clear 400 otherwise."""
+    if redactions is None:
+        return {}
+    if not isinstance(redactions, dict):
+        raise ValidationFailed("redactions maps message ids to their approved text.", fields={"redactions": "invalid"})
+    approved: dict[int, str] = {}
+    for key, text in redactions.items():
+        try:
+            message_id = int(key)
+        except (TypeError, ValueError):
+            raise ValidationFailed(f"{key!r} is no message id.", fields={"redactions": "invalid id"}) from None
+        if message_id not in matched:
+            raise ValidationFailed(
+                f"Message {message_id} is not among this deletion's matched messages.",
+                fields={"redactions": "not matched"},
+            )
+        try:
+            approved[message_id] = validate_content(text)
+        except ValidationFailed:
+            raise ValidationFailed(
+                f"The redacted text of message {message_id} is empty or too long; delete the whole message instead.",
+                fields={"redactions": "invalid text"},
+            ) from None
+    roles = dict(Message.objects.filter(owner_id=owner_id, pk__in=approved).values_list("pk", "role"))
+    not_user = sorted(pk for pk in approved if roles.get(pk) != Message.Role.USER)
+    if not_user:
+        raise ValidationFailed(
+            f"Only your own messages can be redacted (message {not_user[0]} is a reply).",
+            fields={"redactions": "not a user message"},
+        )
+    return approved
+
+
+def deletion_confirm(
+    *,
+    deletion_id: int,
+    owner_id: int,
+    confirmed_by: User,
+    derived: str | None = None,
+    redactions: dict[str, str] | None = None,
+) -> DeletionRequest:
     """Execute a previewed deletion (soft, purge) or schedule it (expire).
 
     In one transaction under the owner's lock: recompute Dep(M) (replies may
-    have appeared since the preview) and apply the mode; write the audit row.
-    After commit, a purge enqueues a VACUUM and an expire enqueues its timer,
-    and an executed deletion is verified (its receipt, `deletion_verify`).
-    Confirming an executed or scheduled deletion again returns it unchanged.
+    have appeared since the preview) and apply the mode; redacted messages get
+    their replacement; with `derived="regenerate"` (or a redaction) the removed
+    replies to rewrite get pending turns; write the audit row. After commit, a
+    purge enqueues a VACUUM and an expire enqueues its timer, an executed
+    deletion is verified (its receipt, `deletion_verify`), and then its
+    regeneration is enqueued (`provenance.regeneration_run`).
+    `derived` given here overrides the preview's choice; `redactions` is
+    {matched user message id: approved text}. Confirming an executed or
+    scheduled deletion again returns it unchanged.
     """
     probe = None
+    preview = DeletionRequest.objects.filter(pk=deletion_id, owner_id=owner_id).first()
+    if preview is None:
+        raise NotFound(f"No deletion with id {deletion_id}.")
+    if derived is not None:
+        _validate_derived(derived)
+    approved = _validate_redactions(owner_id=owner_id, matched=preview.matched_ids, redactions=redactions)
+    if approved and preview.mode == Mode.EXPIRE and preview.status == Status.PREVIEWED:
+        raise ValidationFailed("Redaction happens at confirm; use mode soft or purge.", fields={"redactions": "expire"})
+    # Embedded before the lock: the model call must not hold up replies and deletions.
+    replacements = {pk: (text, embed_one(text)) for pk, text in approved.items()}
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status in (Status.EXECUTED, Status.SCHEDULED, Status.VERIFICATION_FAILED):
             return deletion
         if deletion.status != Status.PREVIEWED:
             raise Conflict(f"This deletion is {deletion.status}; it can no longer be confirmed.")
+        if derived is not None:
+            deletion.derived = derived
         deletion.confirmed_by = confirmed_by
         deletion.confirmed_at = timezone.now()
         if deletion.mode == Mode.EXPIRE:
@@ -263,13 +413,24 @@ def deletion_confirm(*, deletion_id: int, owner_id: int, confirmed_by: User) -> 
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
         else:
-            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE)
+            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=replacements)
         deletion.save()
         _after_commit(deletion)
     if probe is not None:
         deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
+        _regeneration_start(deletion)
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
+    deletion.refresh_from_db()
     return deletion
+
+
+def _regeneration_start(deletion: DeletionRequest) -> None:
+    # After the receipt: its forget probe compares neighbours before and right
+    # after execution, before any rewritten reply exists. A crash between the
+    # commit and this call leaves pending turns, which `deletion_resume` (or the
+    # stuck-turn sweep) picks up.
+    if deletion.regenerate_ids:
+        regeneration_run_task.delay(deletion_id=deletion.pk)
 
 
 def _after_commit(deletion: DeletionRequest) -> None:
@@ -307,7 +468,9 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)
-    return deletion_verify(deletion_id=deletion.pk, probe=probe)
+    deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
+    _regeneration_start(deletion)
+    return deletion
 
 
 def deletions_due(*, now: datetime | None = None) -> list[int]:
@@ -321,10 +484,30 @@ def deletions_due(*, now: datetime | None = None) -> list[int]:
 
 
 def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
-    """Cancel a preview, or a scheduled expiry before it fires (its messages return to active)."""
+    """Cancel a preview, a scheduled expiry before it fires (its messages return to active),
+    or the regeneration of an executed deletion while it runs.
+
+    Cancelling a regeneration fails its turns that have not committed (under
+    the owner's lock, so none commits afterwards); replies already rewritten
+    stay (their contexts held only live messages). The deletion stays executed.
+    """
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status == Status.CANCELLED:
+            return deletion
+        running = Turn.objects.filter(
+            deletion_id=deletion.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]
+        ).exists()
+        if deletion.status in (Status.EXECUTED, Status.VERIFICATION_FAILED) and (
+            running or deletion.regeneration_cancelled_at is not None
+        ):
+            if deletion.regeneration_cancelled_at is None:
+                closed = regeneration_turns_close(deletion_id=deletion.pk, error="Regeneration cancelled.")
+                deletion.regeneration_cancelled_at = timezone.now()
+                deletion.outcome += f"; regeneration cancelled ({closed} not rewritten)"
+                deletion.save(update_fields=["regeneration_cancelled_at", "outcome"])
+                # The receipt's regeneration check, now: no rewrite is left to run.
+                transaction.on_commit(lambda: regeneration_verify(deletion_id=deletion_id))
             return deletion
         if deletion.status not in (Status.PREVIEWED, Status.SCHEDULED):
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")
@@ -374,11 +557,41 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
                 "These messages were generated from messages removed by another deletion "
                 f"(ids {blocking_ids[:10]}); undo that one first."
             )
-        Message.objects.filter(pk__in=removed).update(
-            status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now()
+        # The rewrites go first (regenerated replies, redacted replacements, and
+        # everything since derived from them), then the originals come back.
+        regeneration_turns_close(deletion_id=deletion.pk, error="The deletion was undone.")
+        rewrites = undo_plan(deletion=deletion).removes
+        now = timezone.now()
+        Message.objects.filter(pk__in=rewrites, status__in=Message.LIVE).update(
+            status=Message.Status.DELETED, deleted_by_id=deletion.pk, expires_at=None, updated_at=now
         )
+        Message.objects.filter(pk__in=removed).update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=now)
         deletion.status = Status.UNDONE
-        deletion.undone_at = timezone.now()
-        deletion.outcome = f"undone: restored {len(removed)} messages"
-        deletion.save(update_fields=["status", "undone_at", "outcome"])
+        deletion.undone_at = now
+        deletion.undo_removed_ids = rewrites
+        deletion.outcome = f"undone: restored {len(removed)} messages" + (
+            f", removed {len(rewrites)} rewritten" if rewrites else ""
+        )
+        deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])
+    return deletion
+
+
+def deletion_resume(*, deletion_id: int, owner_id: int) -> DeletionRequest:
+    """Run again the regenerations of an executed deletion that failed or were cancelled.
+
+    Each failed regeneration turn goes back to pending (its user message must
+    still be live), the cancellation is lifted, and the regeneration is enqueued.
+    """
+    with transaction.atomic():
+        deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
+        if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED) or not deletion.regenerate_ids:
+            raise Conflict("Only an executed deletion that rewrites replies can be resumed.")
+        retried = Turn.objects.filter(
+            deletion=deletion, status=Turn.Status.FAILED, user_message__status__in=Message.LIVE
+        ).update(status=Turn.Status.PENDING, error="", updated_at=timezone.now())
+        deletion.regeneration_cancelled_at = None
+        deletion.regeneration_finished_at = None
+        deletion.outcome += f"; resumed {retried}"
+        deletion.save(update_fields=["regeneration_cancelled_at", "regeneration_finished_at", "outcome"])
+        transaction.on_commit(lambda: _regeneration_start(deletion))
     return deletion

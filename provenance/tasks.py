@@ -5,9 +5,11 @@ enqueue them (`from provenance.tasks import deletion_fire_task`) without an
 import cycle.
 """
 
+import functools
 import logging
 
-from celery import shared_task
+from celery import Task, shared_task
+from django.conf import settings
 from django.db import connection
 
 from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry_options
@@ -64,3 +66,49 @@ def search_index_scrub_task() -> None:
     from provenance.scrub import search_index_rebuild
 
     search_index_rebuild()
+
+
+@shared_task(
+    name="provenance.regeneration_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
+)
+def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
+    """Rewrite a deletion's removed replies one at a time, oldest first, as ordinary turns.
+
+    Each runs through `chat.services.turn_run` (same commit path and SSE
+    events as any turn). A transient upstream fault retries this task with
+    backoff, resuming at the same turn; any other failure fails that turn
+    (listed on the deletion, resumable) and the next one runs. acks_late +
+    reject_on_worker_lost: a killed worker hands the rest to another.
+    """
+    from chat.services import turn_fail, turn_run
+    from chat.streams import turn_publish
+    from dellm_site.errors import UpstreamFailed
+    from provenance.regeneration import regeneration_next
+
+    while (turn_id := regeneration_next(deletion_id=deletion_id)) is not None:
+        try:
+            turn_run(
+                turn_id=turn_id,
+                on_token=functools.partial(_publish_token, turn_id),
+                on_rebuild=functools.partial(turn_publish, turn_id, "reset", {}),
+            )
+        except UpstreamFailed as exc:
+            retries = self.request.retries
+            if exc.transient and retries < settings.DELLM_LLM_MAX_RETRIES:
+                logger.warning(
+                    "regeneration turn %s: transient upstream fault (%s), retry %s", turn_id, exc.code, retries + 1
+                )
+                turn_publish(turn_id, "reset", {})
+                raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
+            turn_fail(turn_id=turn_id, error=exc.message)
+        except Exception:
+            logger.exception("regeneration turn %s failed unexpectedly", turn_id)
+            turn_fail(turn_id=turn_id, error="Something went wrong while rewriting the reply; resume to retry.")
+        finally:
+            turn_publish(turn_id, "changed", {})
+
+
+def _publish_token(turn_id: int, token: str) -> None:
+    from chat.streams import turn_publish
+
+    turn_publish(turn_id, "token", {"text": token})

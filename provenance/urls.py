@@ -10,5 +10,6 @@ urlpatterns = [
     path("deletions/<int:deletion_id>/confirm/", views.DeletionConfirmView.as_view(), name="deletion-confirm"),
     path("deletions/<int:deletion_id>/cancel/", views.DeletionCancelView.as_view(), name="deletion-cancel"),
     path("deletions/<int:deletion_id>/undo/", views.DeletionUndoView.as_view(), name="deletion-undo"),
+    path("deletions/<int:deletion_id>/resume/", views.DeletionResumeView.as_view(), name="deletion-resume"),
     path("export/", views.ExportView.as_view(), name="export"),
 ]

@@ -27,9 +27,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from chat.models import LIVE_STATUSES, Message
+from chat.models import LIVE_STATUSES, ContextEdge, Message, Turn
 from chat.retrieval import QueryTerms, lexical_neighbours, query_terms
 from chat.selectors import vector_literal
 from dellm_site.locks import owner_lock
@@ -68,6 +69,8 @@ class ForgetProbe:
     # out of repr for the same reason), and what they matched before.
     terms: list[QueryTerms] = field(default_factory=list, repr=False)
     lexical_before: frozenset[int] = frozenset()
+    # The owner's highest message id at execution: what the check compares.
+    horizon: int = 0
 
 
 def forget_threshold() -> float:
@@ -123,6 +126,7 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     # must not pass for a new match.
     texts = dict(Message.objects.filter(pk__in=chosen).exclude(content="").values_list("pk", "content"))
     terms = [query_terms(owner_id=owner_id, text=texts[pk]) for pk in chosen if pk in texts]
+    horizon = Message.objects.filter(owner_id=owner_id).aggregate(top=Max("pk"))["top"] or 0
     return ForgetProbe(
         owner_id=owner_id,
         vectors=vectors,
@@ -130,7 +134,33 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
         neighbours_before=frozenset(before),
         terms=terms,
         lexical_before=frozenset(_lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)),
+        horizon=horizon,
     )
+
+
+def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int]) -> set[int]:
+    """New neighbours whose provenance accounts for them.
+
+    A reply committed since execution under the owner's lock with a context of
+    live messages only (a turn racing the deletion, a rewritten reply); this
+    deletion's redacted replacement (near its original by design, text the
+    user approved); a message the user typed in a chat turn, embedded by its
+    turn meanwhile (the user telling it again is no failure to forget).
+    Anything else new near the deleted messages (a copy with no provenance)
+    still fails the test.
+    """
+    candidates = ids - probe.neighbours_before
+    typed = set(Turn.objects.filter(user_message_id__in=candidates).values_list("user_message_id", flat=True))
+    later = {pk for pk in candidates if pk > probe.horizon}
+    if not later:
+        return typed
+    replacements = {int(new) for new in deletion.redacted.values()}
+    with_live_context = set(ContextEdge.objects.filter(target_id__in=later).values_list("target_id", flat=True)) - set(
+        ContextEdge.objects.filter(target_id__in=later)
+        .exclude(source__status__in=LIVE_STATUSES)
+        .values_list("target_id", flat=True)
+    )
+    return typed | (later & replacements) | with_live_context
 
 
 def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
@@ -139,7 +169,7 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
     after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, exclude=set())
-    new_neighbours = sorted(after - probe.neighbours_before)
+    new_neighbours = sorted(after - probe.neighbours_before - _vouched(deletion=deletion, probe=probe, ids=after))
     lexical_after = _lexical_neighbours(owner_id=deletion.owner_id, terms=probe.terms, exclude=set())
     new_lexical = sorted(lexical_after - probe.lexical_before)
     checks = {

@@ -19,8 +19,10 @@ from dellm_site.api import CostThrottle, LinkHeaderPagination, errors
 from dellm_site.errors import ValidationFailed
 from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
+from provenance.regeneration import undo_plan
 from provenance.requests import resolve_deletion_request
 from provenance.serializers import (
+    DeletionConfirmSerializer,
     DeletionInputSerializer,
     DeletionListQuerySerializer,
     DeletionSerializer,
@@ -30,6 +32,7 @@ from provenance.serializers import (
     ExportSerializer,
     GraphQuerySerializer,
     GraphSerializer,
+    UndoPreviewSerializer,
 )
 
 
@@ -83,6 +86,7 @@ class DeletionListView(APIView):
             mode=data["mode"],
             depth=data.get("depth"),
             expire_at=data.get("expire_at"),
+            derived=data.get("derived"),
             **_selection(owner=request.user, select=data["select"]),
         )
         return Response(DeletionSerializer(deletion).data, status=status.HTTP_201_CREATED)
@@ -99,13 +103,18 @@ class DeletionConfirmView(APIView):
     throttle_scopes = {"POST": "deletion_action"}
 
     @extend_schema(
-        request=None,
-        responses={200: DeletionSerializer, **errors(404, 409, 429)},
+        request=DeletionConfirmSerializer,
+        responses={200: DeletionSerializer, **errors(400, 404, 409, 429)},
         summary="Confirm a previewed deletion (executes it, or schedules an expiry)",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
+        data = _valid(DeletionConfirmSerializer, request.data or {})
         deletion = services.deletion_confirm(
-            deletion_id=deletion_id, owner_id=request.user.pk, confirmed_by=request.user
+            deletion_id=deletion_id,
+            owner_id=request.user.pk,
+            confirmed_by=request.user,
+            derived=data.get("derived"),
+            redactions=data.get("redactions"),
         )
         return Response(DeletionSerializer(deletion).data)
 
@@ -117,7 +126,7 @@ class DeletionCancelView(APIView):
     @extend_schema(
         request=None,
         responses={200: DeletionSerializer, **errors(404, 409, 429)},
-        summary="Cancel a preview or a scheduled expiry",
+        summary="Cancel a preview, a scheduled expiry, or a running regeneration",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_cancel(deletion_id=deletion_id, owner_id=request.user.pk)
@@ -128,6 +137,18 @@ class DeletionUndoView(APIView):
     throttle_classes = [CostThrottle]
     throttle_scopes = {"POST": "deletion_action"}
 
+    @extend_schema(responses={200: UndoPreviewSerializer, **errors(404)}, summary="What an undo would do")
+    def get(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
+        deletion = selectors.deletion_get(owner=request.user, deletion_id=deletion_id)
+        plan = undo_plan(deletion=deletion)
+        body = {
+            "deletion": deletion.pk,
+            "restores": plan.restores,
+            "removes": plan.removes,
+            "explanations": {str(node): path for node, path in plan.explanations.items()},
+        }
+        return Response(UndoPreviewSerializer(body).data)
+
     @extend_schema(
         request=None,
         responses={200: DeletionSerializer, **errors(404, 409, 429)},
@@ -135,6 +156,17 @@ class DeletionUndoView(APIView):
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = services.deletion_undo(deletion_id=deletion_id, owner_id=request.user.pk)
+        return Response(DeletionSerializer(deletion).data)
+
+
+class DeletionResumeView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: DeletionSerializer, **errors(404, 409)},
+        summary="Run again the failed or cancelled rewrites of a deletion",
+    )
+    def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
+        deletion = services.deletion_resume(deletion_id=deletion_id, owner_id=request.user.pk)
         return Response(DeletionSerializer(deletion).data)
 
 

@@ -37,9 +37,16 @@ class Scenario:
     statements: tuple[Statement, ...]
     questions: tuple[Question, ...]
     forget_keys: tuple[str, ...]
+    # (key, text) of forget facts that share their message with other facts
+    # (the mixed-facts variant): what to forget is that text, not the whole message.
+    forget_parts: tuple[tuple[str, str], ...] = ()
 
     def text_of(self, key: str) -> str:
         return next(s.text for s in self.statements if s.key == key)
+
+    def forget_text(self, key: str) -> str:
+        """The words of forget fact `key`: its own sentence, even inside a message that holds more."""
+        return dict(self.forget_parts).get(key) or self.text_of(key)
 
 
 @dataclass(frozen=True)

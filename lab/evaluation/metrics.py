@@ -125,6 +125,14 @@ def summarize(*, records: list[dict], deletions: list[dict]) -> list[dict]:
         row["retain_facts_lost"] = sum(d["retain_facts_lost"] for d in done)
         row["taint_violations"] = sum(d["taint_violations"] for d in done)
         row["residual_copies"] = sum(d["residual_copies"] for d in done)
+        # Collateral loss: retain questions answered before forgetting and not after.
+        retain_after = {
+            (r["scenario"], r["question"]): r["correct"] for r in mine if not r["forget"] and r["phase"] == "after"
+        }
+        answered = [(r["scenario"], r["question"]) for r in before if not r["forget"] and r["correct"]]
+        row["collateral_loss"] = sum(not retain_after[key] for key in answered)
+        row["collateral_loss_pct"] = _pct([not retain_after[key] for key in answered])
+        row["model_calls"] = sum(d.get("model_calls", 0) for d in done)
         rows.append(row)
     return rows
 

@@ -286,6 +286,38 @@ def pf_generate(*, count: int, seed: int) -> Dataset:
     return Dataset(name="pf", scenarios=scenarios)
 
 
+def pf_mixed_generate(*, count: int, seed: int) -> Dataset:
+    """PF with mixed messages: each forget fact shares its message with a retain fact that a question asks about.
+
+    "I live in Lisbon. My sister Amara ..." is one message, so removing the
+    whole message loses a retain answer (collateral loss) unless only the
+    forget fact's sentence is redacted.
+    """
+    scenarios = []
+    for index in range(count):
+        scenario = persona_generate(index=index, seed=seed).to_scenario()
+        [forget_key] = scenario.forget_keys
+        retained = next(q.fact_key for q in scenario.questions if not q.forget)
+        statements = []
+        for statement in scenario.statements:
+            if statement.key == retained:
+                continue
+            if statement.key == forget_key:
+                text = f"{statement.text} {scenario.text_of(retained)}"
+                statement = Statement(key=statement.key, text=text)
+            statements.append(statement)
+        scenarios.append(
+            Scenario(
+                key=f"mix{index:03d}",
+                statements=tuple(statements),
+                questions=scenario.questions,
+                forget_keys=scenario.forget_keys,
+                forget_parts=((forget_key, scenario.text_of(forget_key)),),
+            )
+        )
+    return Dataset(name="pf-mixed", scenarios=tuple(scenarios))
+
+
 def pf_sample_lines(*, count: int = SAMPLE_COUNT, seed: int = 0) -> list[str]:
     """The committed sample's lines: the first personas of the default seed."""
     return [json.dumps(persona_generate(index=i, seed=seed).to_json(), sort_keys=True) for i in range(count)]

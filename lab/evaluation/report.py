@@ -60,7 +60,14 @@ def tables_markdown(rows: list[dict]) -> str:
         sections += [f"### {title}, before and after deletion (%)", _table(header, lines)]
     cost_header = ["system"]
     for d in datasets:
-        cost_header += [f"{d} deletion rate %", f"{d} deleted msgs", f"{d} retain facts lost", f"{d} copies left"]
+        cost_header += [
+            f"{d} deletion rate %",
+            f"{d} deleted msgs",
+            f"{d} retain facts lost",
+            f"{d} copies left",
+            f"{d} collateral loss",
+            f"{d} model calls",
+        ]
     cost_lines = []
     for s in systems:
         line = [s]
@@ -72,9 +79,11 @@ def tables_markdown(rows: list[dict]) -> str:
                     str(row["deleted"]),
                     str(row["retain_facts_lost"]),
                     str(row["residual_copies"]),
+                    f"{row['collateral_loss']} ({_fmt(row['collateral_loss_pct'])} %)",
+                    str(row["model_calls"]),
                 ]
                 if row
-                else ["–"] * 4
+                else ["–"] * 6
             )
         cost_lines.append(line)
     sections += ["### Deletion: rate, collateral and leftovers", _table(cost_header, cost_lines)]

@@ -70,7 +70,7 @@ def scenario_run(
         )
         live_before = owner.live_ids()
         for key in scenario.forget_keys:
-            owner.forget(message_id=ids[key], text=scenario.text_of(key))
+            owner.forget(message_id=ids[key], text=scenario.forget_text(key))
         removed = live_before - owner.live_ids()
         forgotten = {ids[key] for key in scenario.forget_keys}
         retained_facts = {ids[s.key] for s in scenario.statements if s.fact} - forgotten
@@ -80,7 +80,8 @@ def scenario_run(
                 "deleted": len(removed),
                 "retain_facts_lost": len(removed & retained_facts),
                 "taint_violations": len(taint_violations(owner_id=owner.user.pk)),
-                "residual_copies": sum(owner.copies(scenario.text_of(key)) for key in scenario.forget_keys),
+                "residual_copies": sum(owner.copies(scenario.forget_text(key)) for key in scenario.forget_keys),
+                "model_calls": owner.forget_calls,
             }
         )
         _ask_all(owner=owner, scenario=scenario, phase="after", judge=judge, into=results.records, base=base, tick=tick)

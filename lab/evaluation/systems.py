@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 
-from chat.models import Message
+from chat.models import Message, Turn
 from chat.services import thread_create, turn_create, turn_run
 from provenance.services import deletion_confirm, deletion_preview
 
@@ -28,6 +28,10 @@ class System:
     # semantic: purge every message at cosine >= threshold to the fact, Dep not followed.
     forgetting: str
     threshold: float | None = None
+    # provenance only: what happens to Dep(fact) \\ fact ("delete" or "regenerate"),
+    # and whether the fact's message is redacted (the rest of it kept) when it holds more.
+    derived: str = "delete"
+    redact: bool = False
 
 
 def system_parse(name: str) -> System:
@@ -36,6 +40,10 @@ def system_parse(name: str) -> System:
     if name == "dellm_vector":
         # DeLLM with similarity-only contexts (before fusion), for comparison.
         return System(name=name, policy="vector", forgetting="provenance")
+    if name == "dellm:regenerate":
+        return System(name=name, policy="relevant", forgetting="provenance", derived="regenerate")
+    if name == "dellm:redact":
+        return System(name=name, policy="relevant", forgetting="provenance", derived="regenerate", redact=True)
     if name == "no_memory":
         return System(name=name, policy="none", forgetting="none")
     if name == "full_memory":
@@ -49,12 +57,20 @@ def system_parse(name: str) -> System:
             raise ValueError(f"The threshold of {name!r} must be in (0, 1].")
         return System(name=f"semantic:{threshold:g}", policy="full", forgetting="semantic", threshold=threshold)
     raise ValueError(
-        f"Unknown system {name!r}: use dellm, dellm_vector, no_memory, full_memory or semantic:<threshold>."
+        f"Unknown system {name!r}: use dellm, dellm_vector, dellm:regenerate, dellm:redact, no_memory, "
+        "full_memory or semantic:<threshold>."
     )
 
 
 def systems_default(thresholds=DEFAULT_THRESHOLDS) -> list[System]:
-    names = ["dellm", "no_memory", "full_memory", *(f"semantic:{t:g}" for t in thresholds)]
+    names = [
+        "dellm",
+        "dellm:regenerate",
+        "dellm:redact",
+        "no_memory",
+        "full_memory",
+        *(f"semantic:{t:g}" for t in thresholds),
+    ]
     return [system_parse(name) for name in names]
 
 
@@ -70,6 +86,8 @@ class EvalOwner:
         self.user = get_user_model().objects.create_user(username=f"{USERNAME_PREFIX}{run_id}-{slug}-{scenario_key}")
         self.thread = thread_create(owner=self.user, title="evaluation")
         self.system = system
+        # Model calls spent on forgetting: rewritten replies, or the "forget this" message.
+        self.forget_calls = 0
 
     def say(self, text: str) -> tuple[int, str]:
         """One chat turn; returns the stored user message's id and the reply."""
@@ -100,17 +118,33 @@ class EvalOwner:
     def forget(self, *, message_id: int, text: str) -> None:
         """Forget one fact the way this system does."""
         kind = self.system.forgetting
-        if kind == "provenance":
-            self._remove(mode="purge", ids=[message_id])
+        if kind == "provenance" and self.system.redact:
+            # The fact's own words select (its message and the replies quoting it);
+            # every redaction on offer is approved as proposed.
+            deletion = deletion_preview(
+                owner=self.user, actor=self.user, mode="purge", exact=text, derived=self.system.derived
+            )
+            redactions = {str(p["message"]): p["text"] for p in deletion.redaction_proposals}
+            self._confirm(deletion, redactions=redactions)
+        elif kind == "provenance":
+            self._remove(mode="purge", ids=[message_id], derived=self.system.derived)
         elif kind == "instruction":
             self.say(f"Forget this: {text}")
+            self.forget_calls += 1
         elif kind == "semantic":
             # depth=0: the semantic match only, none of what was derived from it.
             self._remove(mode="purge", semantic=text, threshold=self.system.threshold, depth=0)
 
     def _remove(self, *, mode: str, **select) -> None:
         deletion = deletion_preview(owner=self.user, actor=self.user, mode=mode, **select)
-        deletion_confirm(deletion_id=deletion.pk, owner_id=self.user.pk, confirmed_by=self.user)
+        self._confirm(deletion)
+
+    def _confirm(self, deletion, redactions: dict[str, str] | None = None) -> None:
+        # Celery runs eagerly in the evaluation: the rewrites are done on return.
+        deletion_confirm(
+            deletion_id=deletion.pk, owner_id=self.user.pk, confirmed_by=self.user, redactions=redactions or None
+        )
+        self.forget_calls += Turn.objects.filter(deletion_id=deletion.pk).count()
 
     def close(self) -> None:
         self.user.delete()

@@ -31,7 +31,16 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
     # Scores and ids only: no answer text is kept.
     assert all("rouge" in r and "answer" not in r for r in payload["answers"])
     rows = {(r["dataset"], r["system"]): r for r in payload["summary"]}
-    systems = ["dellm", "no_memory", "full_memory", "semantic:0.1", "semantic:0.5", "semantic:0.8"]
+    systems = [
+        "dellm",
+        "dellm:regenerate",
+        "dellm:redact",
+        "no_memory",
+        "full_memory",
+        "semantic:0.1",
+        "semantic:0.5",
+        "semantic:0.8",
+    ]
     assert sorted(rows) == sorted((d, s) for d in ("pf", "tofu") for s in systems)
 
     for dataset in ("pf", "tofu"):
@@ -55,6 +64,15 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
         assert low["retain_after"] < low["retain_before"] - TOLERANCE
         assert high["retain_facts_lost"] == 0
         assert high["residual_copies"] > 0
+
+        # Regenerating: forgets like dellm, rewrites what dellm drops (one model call each), leaves no taint.
+        for name in ("dellm:regenerate", "dellm:redact"):
+            row = rows[(dataset, name)]
+            assert row["forget_after"] <= none["forget_after"] + TOLERANCE
+            assert (row["residual_copies"], row["taint_violations"]) == (0, 0)
+            assert row["collateral_loss"] <= dellm["collateral_loss"]
+            assert row["model_calls"] > 0
+        assert dellm["model_calls"] == 0
 
         # Asking the offline responder to forget changes nothing.
         full = rows[(dataset, "full_memory")]

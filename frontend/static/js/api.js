@@ -71,12 +71,16 @@ export const api = {
   deletions: () => get("/api/deletions/?page_size=200"),
   deletion: (id) => get(`/api/deletions/${id}/`),
   previewDeletion: (body) => post("/api/deletions/", body),
-  confirmDeletion: (id) => post(`/api/deletions/${id}/confirm/`),
+  deletion: (id) => get(`/api/deletions/${id}/`),
+  // `choices`: {derived?, redactions?: {message id: approved text}} (docs/API.md).
+  confirmDeletion: (id, choices) => post(`/api/deletions/${id}/confirm/`, choices),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
+  undoPreview: (id) => get(`/api/deletions/${id}/undo/`),
   undoDeletion: (id) => post(`/api/deletions/${id}/undo/`),
   imports: () => get("/api/imports/"),
   importJob: (id) => get(`/api/imports/${id}/`),
   importEventsUrl: (id) => `/api/imports/${id}/events/`,
+  resumeDeletion: (id) => post(`/api/deletions/${id}/resume/`),
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

@@ -4,10 +4,9 @@
 import { api, messagesById } from "./api.js";
 import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
 import { roleTag } from "./model.js";
-
-
 import { importedBadge, importedCascadeNote } from "./imported.js";
-import { modeLabel, modePicker, pathLabel } from "./ui.js";
+import { followRewrites, progressText, redactionEditor, regenerateChoice, undoSummary } from "./rewrites.js";
+import { confirmDialog, modeLabel, modePicker, pathLabel } from "./ui.js";
 
 const SHOWN = 6;
 let cards = 0;
@@ -95,11 +94,17 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
           )
         : null;
     const picker = modePicker({ name: `dmode-${deletion.id}`, initial: deletion.mode });
+    const proposals = deletion.redactions || [];
+    const rewritable = new Set([...(deletion.regenerate || []), ...proposals.flatMap((p) => p.regenerate)]);
+    const rewrite = regenerateChoice({ name: `dregen-${deletion.id}`, count: rewritable.size, checked: proposals.length > 0 || deletion.derived === "regenerate" });
+    const redactions = redactionEditor({ proposals, originals: found });
     const confirmButton = el("button", { type: "submit", class: "btn btn-danger" }, `Delete ${plural(deletion.total, "message")}`);
     const error = el("p", { class: "error-text", role: "alert" });
     const form = el(
       "form",
       { class: "dcard-form" },
+      redactions.element,
+      rewrite.element,
       picker.element,
       error,
       el("div", { class: "dcard-actions" }, el("button", { type: "button", class: "btn btn-quiet", onclick: cancel }, "Cancel"), confirmButton),
@@ -110,7 +115,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
       if (!choice) return;
       confirmButton.disabled = true;
       try {
-        const done = await confirmAs(choice);
+        const done = await confirmAs(choice, { derived: rewrite.value(), redactions: redactions.value() });
         settled(done, seqOf);
       } catch (problem) {
         error.textContent = problem.message;
@@ -135,15 +140,18 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   }
 
   // The chat previews a soft deletion; another mode is a new preview of the same messages.
-  async function confirmAs(choice) {
+  // Redaction happens at confirm, so an expiry keeps only the rewrite choice.
+  async function confirmAs(choice, extras) {
     if (choice.mode === deletion.mode && !choice.expire_at) {
-      return api.confirmDeletion(deletion.id);
+      return api.confirmDeletion(deletion.id, extras);
     }
-    const preview = await api.previewDeletion({ select: { ids: deletion.matched }, ...choice });
-    const done = await api.confirmDeletion(preview.id);
+    const preview = await api.previewDeletion({ select: { ids: deletion.matched }, ...choice, derived: extras.derived });
+    const done = await api.confirmDeletion(preview.id, choice.expire_at ? { derived: extras.derived } : extras);
     await api.cancelDeletion(deletion.id);
     return done;
   }
+
+  let rewrites = null;
 
   function settled(done, seqOf) {
     const history = el("a", { href: deletionsUrl, class: "btn btn-link" }, "Deletion history");
@@ -167,6 +175,11 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
             class: "btn btn-quiet",
             onclick: async () => {
               try {
+                if (done.regeneration || Object.keys(done.redacted || {}).length) {
+                  const ok = await confirmDialog({ title: "Undo this deletion?", body: el("p", {}, await undoSummary(done.id)), confirmLabel: "Undo" });
+                  if (!ok) return;
+                }
+                rewrites?.stop();
                 await api.undoDeletion(done.id);
                 settle("undone", "Undone", el("p", {}, "Restored: the messages are back in memory."), el("div", { class: "dcard-actions" }, history));
                 onUndone(done);
@@ -180,12 +193,23 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
       );
     }
     const seqs = done.deleted.map((id) => `#${seqOf(id) ?? id}`).join(" ");
+    const redacted = Object.keys(done.redacted || {}).length;
+    const progress = done.regeneration ? el("p", { class: "rewrite-progress", role: "status" }, progressText(done.regeneration)) : null;
     settle(
       "done",
       modeLabel(done.mode) === "Purge" ? "Purged" : "Deleted",
       el("p", {}, `${plural(done.deleted.length, "message")} deleted (${modeLabel(done.mode).toLowerCase()}): ${seqs}.`),
+      redacted ? el("p", {}, `${plural(redacted, "message")} kept without what you asked to forget.`) : null,
+      progress,
       actions,
     );
+    if (progress) {
+      rewrites = followRewrites(done.id, {
+        onProgress: (current) => {
+          progress.textContent = progressText(current.regeneration);
+        },
+      });
+    }
     onDeleted(done, done.deleted);
   }
 

@@ -1,6 +1,7 @@
 // The deletion history page: ids, counts and outcomes, never deleted text.
 import { api } from "./api.js";
 import { el, plural, replaceChildren, timeEl, toast } from "./dom.js";
+import { progressText, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel } from "./ui.js";
 
 const host = document.querySelector("[data-deletions]");
@@ -21,7 +22,18 @@ const STATUS_TEXT = {
 function actions(deletion) {
   const cell = el("div", { class: "row-actions" });
   if (EXECUTED.has(deletion.status) && deletion.mode === "soft") {
-    cell.append(button("Undo", "btn-primary", () => run(deletion, "undo", "Undo this deletion?", `Restores the ${plural(deletion.deleted.length, "message")} it removed.`)));
+    cell.append(
+      button("Undo", "btn-primary", async () => {
+        const rewrites = deletion.regeneration || Object.keys(deletion.redacted || {}).length;
+        const text = rewrites ? await undoSummary(deletion.id) : `Restores the ${plural(deletion.deleted.length, "message")} it removed.`;
+        run(deletion, "undo", "Undo this deletion?", text);
+      }),
+    );
+  }
+  const rewriting = EXECUTED.has(deletion.status) ? deletion.regeneration?.state : null;
+  if (rewriting === "running") cell.append(button("Stop rewriting", "btn-quiet", () => run(deletion, "cancel", "Stop rewriting?", "Replies not rewritten yet stay deleted; you can resume later.")));
+  if (rewriting === "failed" || rewriting === "cancelled") {
+    cell.append(button("Resume rewriting", "btn-quiet", () => run(deletion, "resume", "Resume rewriting?", "The replies not rewritten yet are written again, one model call each.")));
   }
   if (deletion.status === "scheduled" || deletion.status === "previewed") {
     cell.append(
@@ -38,12 +50,15 @@ function button(label, kind, onclick) {
 }
 
 async function run(deletion, verb, title, text) {
-  if (!(await confirmDialog({ title, body: el("p", {}, text), confirmLabel: verb === "undo" ? "Undo" : "Cancel it" }))) return;
+  const labels = { undo: "Undo", cancel: "Cancel it", resume: "Resume" };
+  if (!(await confirmDialog({ title, body: el("p", {}, text), confirmLabel: labels[verb] }))) return;
   try {
-    const updated = verb === "undo" ? await api.undoDeletion(deletion.id) : await api.cancelDeletion(deletion.id);
+    const calls = { undo: api.undoDeletion, cancel: api.cancelDeletion, resume: api.resumeDeletion };
+    const updated = await calls[verb](deletion.id);
     deletions = deletions.map((item) => (item.id === updated.id ? updated : item));
     render();
-    toast(verb === "undo" ? `Restored ${plural(updated.deleted.length, "message")}.` : "Cancelled.", { kind: "success" });
+    const done = { undo: `Restored ${plural(updated.deleted.length, "message")}.`, cancel: "Cancelled.", resume: "Rewriting again." };
+    toast(done[verb], { kind: "success" });
   } catch (error) {
     toast(error.message, { kind: "error" });
   }
@@ -87,7 +102,12 @@ function row(deletion) {
       deletion.status === "scheduled" && deletion.expire_at ? el("div", { class: "muted small" }, "at ", timeEl(deletion.expire_at)) : null,
       receipt(deletion),
     ),
-    el("td", { "data-label": "Outcome", class: "outcome" }, deletion.outcome || "—"),
+    el(
+      "td",
+      { "data-label": "Outcome", class: "outcome" },
+      deletion.outcome || "—",
+      deletion.regeneration ? el("div", { class: "rewrite-progress small" }, progressText(deletion.regeneration)) : null,
+    ),
     el("td", { "data-label": "" }, actions(deletion)),
   );
 }

@@ -13,8 +13,11 @@ const explorer = new GraphExplorer(host, {
     message: (id) => api.message(id),
     dependents: (id) => api.dependents(id),
     previewDeletion: (body) => api.previewDeletion(body),
-    confirmDeletion: (id) => api.confirmDeletion(id),
+    confirmDeletion: (id, choices) => api.confirmDeletion(id, choices),
+    deletion: (id) => api.deletion(id),
     undoDeletion: (id) => api.undoDeletion(id),
+    cancelDeletion: (id) => api.cancelDeletion(id),
+    undoPreview: (id) => api.undoPreview(id),
   },
   links: {
     chat: (message) => `${chatUrl}?thread=${message.thread}#m-${message.id}`,

@@ -14,7 +14,7 @@ from lab.evaluation.memory import conversations_generate, tofu_conversation
 from lab.evaluation.memory_run import embedders_available, memory_evaluate, memory_markdown
 from lab.evaluation.metrics import judge_get, relations_check, summarize
 from lab.evaluation.notes import NOTES
-from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_sample_lines
+from lab.evaluation.personas import SAMPLE_PATH, pf_generate, pf_mixed_generate, pf_sample_lines
 from lab.evaluation.report import report_write
 from lab.evaluation.runner import evaluate
 from lab.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse, systems_default
@@ -27,6 +27,7 @@ QUIET_LOGGERS = (
     "provenance.services",
     "provenance.tasks",
     "provenance.verification",
+    "provenance.regeneration",
     "celery.app.trace",
 )
 
@@ -40,13 +41,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--out", default="eval-results", help="Output directory (default eval-results/).")
         parser.add_argument("--smoke", action="store_true", help="Tiny run: 2 personas, a handful of TOFU facts.")
-        parser.add_argument("--datasets", default="pf,tofu,cm", help="Comma-separated: pf, tofu, cm.")
+        parser.add_argument("--datasets", default="pf,tofu,cm", help="Comma-separated: pf, pf-mixed, tofu, cm.")
         parser.add_argument("--cm-conversations", type=int, default=8, help="CM (conversational memory) conversations.")
         parser.add_argument(
             "--cm-tofu-questions", type=int, default=150, help="TOFU questions in CM's robustness check (0: none)."
         )
         parser.add_argument(
-            "--systems", default="", help="Comma-separated: dellm, no_memory, full_memory, semantic:<t> (default all)."
+            "--systems",
+            default="",
+            help="Comma-separated: dellm, dellm:regenerate, dellm:redact, no_memory, full_memory, semantic:<t> "
+            "(default all).",
         )
         parser.add_argument(
             "--thresholds",
@@ -189,14 +193,18 @@ class Command(BaseCommand):
     @classmethod
     def _datasets(cls, options) -> list:
         names = cls._names(options)
-        unknown = set(names) - {"pf", "tofu", "cm"}
+        unknown = set(names) - {"pf", "pf-mixed", "tofu", "cm"}
         if unknown:
-            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, tofu and/or cm.")
+            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, pf-mixed, tofu and/or cm.")
         smoke = options["smoke"]
         datasets = []
         if "pf" in names:
             datasets.append(
                 pf_generate(count=SMOKE["personas"] if smoke else options["personas"], seed=options["seed"])
+            )
+        if "pf-mixed" in names:
+            datasets.append(
+                pf_mixed_generate(count=SMOKE["personas"] if smoke else options["personas"], seed=options["seed"])
             )
         if "tofu" in names:
             sizes = (

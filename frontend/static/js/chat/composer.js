@@ -5,6 +5,7 @@ import { api } from "../api.js";
 import { deletionCard } from "../deletion-card.js";
 import { plural, toast } from "../dom.js";
 import { messageItem, removeMessages, scrollToEnd, updateEmpty } from "./messages.js";
+import { rewriteInPlace } from "./rewrites.js";
 import { page, state } from "./state.js";
 import { bumpThread, newThread, openThread } from "./threads.js";
 import { openTurns, pendingItem, track } from "./turns.js";
@@ -21,6 +22,8 @@ export function forgetCard(deletion, thread) {
   return deletionCard(deletion, {
     deletionsUrl: page.deletionsUrl,
     onDeleted: (done, ids) => {
+      // Rewrites take their originals' places before the rest leaves.
+      rewriteInPlace(done);
       removeMessages(ids);
       if (ids.length) toast(`${plural(ids.length, "message")} forgotten.`, { kind: "success" });
     },

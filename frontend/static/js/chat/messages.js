@@ -40,6 +40,9 @@ export function messageItem(message, questionId = null) {
       timeEl(message.created_at),
       message.status === "expiring" ? el("span", { class: "badge badge-scheduled" }, "expiring") : null,
       importedBadge(message),
+      message.replaces
+        ? el("span", { class: "badge badge-rewritten", title: "Rewritten without what you asked to forget" }, mine ? "redacted" : "rewritten")
+        : null,
     ),
     el("div", { class: "msg-body" }, message.content),
   );

@@ -5,6 +5,7 @@
 import { el, plural, replaceChildren, toast } from "../dom.js";
 import { importedCascadeNote } from "../imported.js";
 import { roleTag } from "../model.js";
+import { followRewrites, progressText, regenerateChoice, rewriteCost, undoSummary } from "../rewrites.js";
 import { confirmDialog, modePicker, pathLabel } from "../ui.js";
 import { captionText } from "./elements.js";
 import { center, fitBeside, showStats } from "./view.js";
@@ -67,10 +68,13 @@ export async function previewDelete(x, message) {
   const total = answer.count + 1;
   const seqOf = (id) => x.node(id)?.data("seq") ?? (id === message.id ? message.seq : answer.dependents.find((item) => item.id === id)?.seq);
   const picker = modePicker({ name: `${x.uid}-mode-${message.id}`, initial: "soft" });
+  const replies = answer.dependents.filter((item) => item.role === "assistant").length;
+  const rewrite = regenerateChoice({ name: `${x.uid}-regen-${message.id}`, count: replies ? null : 0 });
   const error = el("p", { class: "error-text", role: "alert" });
   const form = el(
     "form",
     { class: "preview-form" },
+    rewrite.element,
     picker.element,
     error,
     el(
@@ -84,18 +88,31 @@ export async function previewDelete(x, message) {
     event.preventDefault();
     const choice = picker.choiceOrError(error);
     if (!choice) return;
+    const derived = rewrite.value();
+    let preview;
+    try {
+      // The server's preview says exactly which replies a rewrite would cost.
+      preview = await x.source.previewDeletion({ select: { ids: [message.id] }, ...choice, derived });
+    } catch (problem) {
+      error.textContent = problem.message;
+      return;
+    }
     const ok = await confirmDialog({
       title: `Delete ${plural(total, "message")}?`,
       body: [
         el("p", {}, `#${message.seq}`, answer.count ? ` and ${plural(answer.count, "message")} derived from it` : "", ` will be removed by ${picker.describe()}.`),
+        derived === "regenerate" ? el("p", { class: "rewrite-cost" }, rewriteCost(preview.regenerate.length)) : null,
         choice.mode === "purge" ? el("p", { class: "error-text" }, "Purged text cannot be recovered.") : null,
       ],
       confirmLabel: `Delete ${plural(total, "message")}`,
       danger: true,
     });
-    if (!ok) return;
+    if (!ok) {
+      x.source.cancelDeletion?.(preview.id).catch(() => {});
+      return;
+    }
     try {
-      await deleteMessage(x, message, choice);
+      await deleteMessage(x, message, preview);
     } catch (problem) {
       error.textContent = problem.message;
     }
@@ -109,8 +126,7 @@ export async function previewDelete(x, message) {
   );
 }
 
-async function deleteMessage(x, message, choice) {
-  const preview = await x.source.previewDeletion({ select: { ids: [message.id] }, ...choice });
+async function deleteMessage(x, message, preview) {
   const done = await x.source.confirmDeletion(preview.id);
   x.closePanel();
   if (done.status === "scheduled") {
@@ -131,11 +147,36 @@ async function deleteMessage(x, message, choice) {
   }
   const undo =
     done.mode === "soft" && x.source.undoDeletion
-      ? { label: "Undo", run: () => undoDeletion(x, done.id) }
+      ? { label: "Undo", run: () => undoWithSummary(x, done) }
       : undefined;
   toast(`${plural(done.deleted.length, "message")} deleted.`, { kind: "success", action: undo });
   x.host.dispatchEvent(new CustomEvent("explorer:deleted", { detail: done }));
+  if (done.regeneration && x.source.deletion) watchRewrites(x, done);
   return done;
+}
+
+// The rewritten replies appear in the graph as they are written; the
+// progress line stays under the toolbar until they are all done.
+function watchRewrites(x, done) {
+  const line = el("p", { class: "rewrite-progress", role: "status", dataset: { deletion: done.id } }, progressText(done.regeneration));
+  x.host.querySelector(".rewrite-progress")?.remove();
+  x.host.prepend(line);
+  followRewrites(done.id, {
+    onProgress: async (current) => {
+      line.textContent = progressText(current.regeneration);
+      await x.refresh();
+      if (current.regeneration?.state !== "running") setTimeout(() => line.remove(), 4000);
+    },
+  });
+}
+
+// With rewrites, undo also removes them (and what was built from them): say so first.
+async function undoWithSummary(x, done) {
+  if ((done.regeneration || Object.keys(done.redacted || {}).length) && x.source.undoPreview) {
+    const ok = await confirmDialog({ title: "Undo this deletion?", body: el("p", {}, await undoSummary(done.id)), confirmLabel: "Undo" });
+    if (!ok) return;
+  }
+  await undoDeletion(x, done.id);
 }
 
 async function undoDeletion(x, deletionId) {

@@ -1,0 +1,251 @@
+"""Regenerate what was derived: the paper's worked example, redaction, cancel, undo (tasks run eagerly)."""
+
+import pytest
+
+from chat import services as chat_services
+from chat.embeddings import embed_one
+from chat.models import ContextEdge, Message, Turn
+from chat.selectors import thread_messages
+from dellm_site.errors import Conflict, ValidationFailed
+from provenance import services
+from provenance.regeneration import undo_plan
+from provenance.selectors import taint_violations
+from tests.factories import make_edge, make_message
+
+LIVE = ("active", "expiring")
+
+
+def chat(thread, text: str) -> Turn:
+    turn = chat_services.turn_create(thread=thread, content=text, enqueue=False)
+    return chat_services.turn_run(turn_id=turn.pk)
+
+
+def preview(owner, **kwargs):
+    return services.deletion_preview(owner=owner, actor=owner, **{"mode": "soft", **kwargs})
+
+
+def confirm(owner, deletion, **kwargs):
+    return services.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner, **kwargs)
+
+
+def status(message) -> str:
+    return Message.objects.values_list("status", flat=True).get(pk=message.pk)
+
+
+def live_sources_only(reply_ids) -> bool:
+    sources = ContextEdge.objects.filter(target_id__in=reply_ids).values_list("source__status", flat=True)
+    return all(s in LIVE for s in sources)
+
+
+@pytest.fixture
+def paper_history(thread):
+    """The paper's worked example with text: m_{2i} answers m_{2i-1};
+    context(m2)={m1}, context(m4)={m3,m1}, context(m6)={m5}, context(m8)={m7,m1}."""
+    texts = [
+        "I live in Paris.",
+        "Noted: I live in Paris.",
+        "I work as a nurse.",
+        "Noted: I work as a nurse.",
+        "I like green tea.",
+        "Noted: I like green tea.",
+        "Where do I live and what is my job?",
+        "From what you told me: I live in Paris. I work as a nurse.",
+    ]
+    m = {
+        i: make_message(thread, text, role="user" if i % 2 else "assistant", embedding=embed_one(text))
+        for i, text in enumerate(texts, 1)
+    }
+    for source, target, rank in [(1, 2, 0), (3, 4, 0), (1, 4, 1), (5, 6, 0), (7, 8, 0), (1, 8, 1)]:
+        make_edge(m[source], m[target], rank=rank)
+    return m
+
+
+@pytest.mark.django_db(transaction=True)
+def test_paper_example_regenerates_replies_whose_question_survives(owner, thread, paper_history):
+    m = paper_history
+    deletion = preview(owner, ids=[m[1].pk], derived="regenerate")
+    assert (deletion.derived, deletion.dependent_ids, deletion.regenerate_ids) == (
+        "regenerate",
+        [m[2].pk, m[4].pk, m[8].pk],
+        [m[4].pk, m[8].pk],
+    )
+
+    done = confirm(owner, deletion)
+
+    # m2 answered m1 (removed): removed, not rewritten. m4, m8: rewritten, in that order.
+    assert done.deleted_ids == [m[1].pk, m[2].pk, m[4].pk, m[8].pk]
+    assert [status(m[i]) for i in range(1, 9)] == ["deleted"] * 2 + ["active", "deleted"] + ["active"] * 3 + ["deleted"]
+    turns = list(Turn.objects.filter(deletion=done).order_by("pk"))
+    assert [(t.replaces, t.user_message_id, t.status) for t in turns] == [
+        (m[4].pk, m[3].pk, "done"),
+        (m[8].pk, m[7].pk, "done"),
+    ]
+    new4, new8 = (t.reply for t in turns)
+    assert new4.seq < new8.seq
+    assert (new4.replaces, new4.place, new8.replaces, new8.place) == (m[4].pk, m[4].seq, m[8].pk, m[8].seq)
+    assert "Paris" not in new4.content + new8.content
+    assert new8.content == "From what you told me: “I work as a nurse.”"
+    # New edges never come from a removed message; the thread shows each rewrite where its original was.
+    assert live_sources_only([new4.pk, new8.pk])
+    assert not ContextEdge.objects.filter(target__in=[new4, new8], source_id__in=done.deleted_ids).exists()
+    assert [x.pk for x in thread_messages(thread=thread)] == [m[3].pk, new4.pk, m[5].pk, m[6].pk, m[7].pk, new8.pk]
+    assert taint_violations(owner_id=owner.pk) == []
+
+    assert done.receipt["passed"] is True
+    assert done.receipt["checks"]["regeneration"] == {
+        "passed": True,
+        "total": 2,
+        "rewritten": [new4.pk, new8.pk],
+        "failed": [],
+        "pending": [],
+        "taint_violations": [],
+        "context_violations": [],
+    }
+    assert done.regeneration_finished_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_delete_is_still_the_default_and_rewrites_nothing(owner, paper_history):
+    m = paper_history
+    deletion = preview(owner, ids=[m[1].pk])
+    assert (deletion.derived, deletion.regenerate_ids) == ("delete", [m[4].pk, m[8].pk])
+    done = confirm(owner, deletion)
+    assert (done.regenerate_ids, Turn.objects.filter(deletion=done).count()) == ([], 0)
+    assert "regeneration" not in done.receipt["checks"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_undo_restores_originals_and_removes_rewrites_with_their_dep(owner, thread, paper_history):
+    m = paper_history
+    done = confirm(owner, preview(owner, ids=[m[1].pk], derived="regenerate"))
+    new4, new8 = (t.reply for t in Turn.objects.filter(deletion=done).order_by("pk"))
+    later = chat(thread, "Do I work as a nurse?")  # may draw on the rewrites
+    plan = undo_plan(deletion=done)
+    assert plan.restores == [m[1].pk, m[2].pk, m[4].pk, m[8].pk]
+    derived_from_rewrites = set(
+        ContextEdge.objects.filter(source__in=[new4, new8], target=later.reply).values_list("target_id", flat=True)
+    )
+    assert plan.removes == sorted({new4.pk, new8.pk} | derived_from_rewrites)
+
+    undone = services.deletion_undo(deletion_id=done.pk, owner_id=owner.pk)
+
+    assert undone.undo_removed_ids == plan.removes
+    assert [status(m[i]) for i in range(1, 9)] == ["active"] * 8
+    assert [status(x) for x in (new4, new8)] == ["deleted", "deleted"]
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nurse_example_redacts_and_rewrites_the_replies_in_place(owner, thread):
+    told = chat(thread, "I live in Paris and work as a nurse.")
+    asked = chat(thread, "Where do I work and live?")
+    assert asked.reply.content == "From what you told me: “I live in Paris and work as a nurse.”"
+
+    deletion = preview(owner, exact="live in Paris")
+    assert deletion.matched_ids == [told.user_message_id, told.reply_id, asked.reply_id]
+    assert list(deletion.redaction_proposals) == [
+        {"message": told.user_message_id, "text": "I work as a nurse.", "regenerate": [told.reply_id, asked.reply_id]}
+    ]
+    done = confirm(owner, deletion, redactions={str(told.user_message_id): "I work as a nurse."})
+
+    new_user = Message.objects.get(pk=done.redacted[str(told.user_message_id)])
+    assert (new_user.content, new_user.role, new_user.replaces, new_user.place) == (
+        "I work as a nurse.",
+        "user",
+        told.user_message_id,
+        1,
+    )
+    assert new_user.embedding is not None
+    shown = [(x.role, x.content) for x in thread_messages(thread=thread)]
+    assert shown == [
+        ("user", "I work as a nurse."),
+        ("assistant", "Noted: I work as a nurse."),
+        ("user", "Where do I work and live?"),
+        ("assistant", "From what you told me: “I work as a nurse.”"),
+    ]
+    assert done.derived == "regenerate"
+    assert done.receipt["passed"] is True
+    assert done.receipt["checks"]["forget"]["passed"] is True
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_purge_with_redaction_leaves_no_original_text(owner, thread):
+    told = chat(thread, "I live in Paris and work as a nurse.")
+    deletion = preview(owner, mode="purge", exact="Paris")
+    done = confirm(owner, deletion, redactions={str(told.user_message_id): "I work as a nurse."})
+    assert not Message.objects.filter(owner=owner, content__icontains="Paris").exists()
+    assert Message.objects.get(pk=told.user_message_id).content == ""
+    assert done.receipt["passed"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redactions_are_validated_and_change_nothing(owner, thread, paper_history):
+    m = paper_history
+    deletion = preview(owner, exact="Paris")
+    for redactions, field in [
+        ({str(m[3].pk): "x"}, "not matched"),
+        ({"abc": "x"}, "invalid id"),
+        ({str(m[1].pk): "  "}, "invalid text"),
+        ({str(m[2].pk): "x"}, "not a user message"),
+    ]:
+        with pytest.raises(ValidationFailed) as error:
+            confirm(owner, deletion, redactions=redactions)
+        assert error.value.fields == {"redactions": field}
+    assert [status(m[i]) for i in range(1, 9)] == ["active"] * 8
+    with pytest.raises(ValidationFailed):
+        preview(owner, ids=[m[1].pk], derived="rewrite")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_regeneration_and_resume_finishes_it(owner, paper_history, monkeypatch):
+    m = paper_history
+    from provenance import tasks
+
+    monkeypatch.setattr(tasks.regeneration_run_task, "delay", lambda **kwargs: None)  # started by hand below
+    done = confirm(owner, preview(owner, ids=[m[1].pk], derived="regenerate"))
+    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["pending", "pending"]
+
+    cancelled = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)
+    assert cancelled.status == "executed"
+    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["failed", "failed"]
+    done.refresh_from_db()
+    assert done.receipt["checks"]["regeneration"]["failed"] == [m[4].pk, m[8].pk]
+    assert done.regeneration_finished_at is not None
+    tasks.regeneration_run_task.run(deletion_id=done.pk)  # a late task finds nothing to do
+    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["failed", "failed"]
+    again = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)  # harmless twice
+    assert again.regeneration_cancelled_at == done.regeneration_cancelled_at
+    plain = confirm(owner, preview(owner, ids=[m[5].pk]))
+    with pytest.raises(Conflict):
+        services.deletion_cancel(deletion_id=plain.pk, owner_id=owner.pk)
+
+    monkeypatch.undo()
+    services.deletion_resume(deletion_id=done.pk, owner_id=owner.pk)
+    done.refresh_from_db()
+    assert [t.status for t in Turn.objects.filter(deletion=done).order_by("pk")] == ["done", "done"]
+    assert done.receipt["checks"]["regeneration"]["rewritten"] == list(
+        Turn.objects.filter(deletion=done).order_by("pk").values_list("reply_id", flat=True)
+    )
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_expiry_that_regenerates_rewrites_when_it_fires(owner, paper_history):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    m = paper_history
+    scheduled = confirm(
+        owner,
+        preview(
+            owner, ids=[m[1].pk], mode="expire", expire_at=timezone.now() + timedelta(hours=1), derived="regenerate"
+        ),
+    )
+    assert (scheduled.status, Turn.objects.filter(deletion=scheduled).count()) == ("scheduled", 0)
+    fired = services.deletion_fire(deletion_id=scheduled.pk, now=scheduled.expire_at + timedelta(seconds=1))
+    fired.refresh_from_db()
+    assert [t.replaces for t in Turn.objects.filter(deletion=fired, status="done").order_by("pk")] == [m[4].pk, m[8].pk]
+    assert fired.receipt["checks"]["regeneration"]["passed"] is True
+    assert taint_violations(owner_id=owner.pk) == []
