@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0001_initial"),
+        ("chat", "0004_message_owner_search_gin"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0001_initial"),
+        ("chat", "0005_imports"),
         ("provenance", "0002_deletion_regenerate_and_redact"),
     ]
 

@@ -21,7 +21,7 @@ OWNER_SEARCH = "(array_to_tsvector(ARRAY['#' || owner_id::text]) || search)"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("chat", "0002_contextedge_signal")]
+    dependencies = [("chat", "0003_contextedge_signal")]
 
     operations = [
         migrations.RunSQL(

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0001_initial"),
+        ("chat", "0002_message_statistics_off"),
     ]
 
     operations = [
