@@ -16,11 +16,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 
+from chat.events import EventStreamRenderer
 from chat.import_events import import_event_stream
 from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
-from chat.views import EventStreamRenderer
 from dellm_site.api import Pagination, errors
 
 # Multipart framing around the file: the Content-Length check allows for it.
