@@ -31,7 +31,7 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from kombu.exceptions import KombuError
 from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
@@ -74,24 +74,12 @@ PREVIEW_LISTED = 10
 # --- Authentication and throttling -------------------------------------------
 
 
-class BearerTokenAuthentication(TokenAuthentication):
-    """The DeLLM API token sent as `Authorization: Bearer <token>`, as OpenAI clients send keys.
-
-    The one place to change when the default authentication accepts Bearer
-    itself (django-rest-knox): delete this class and `_authenticators` keeps
-    only the defaults.
-    """
-
-    keyword = "Bearer"
-
-
 def _authenticators() -> list[BaseAuthentication]:
-    # The project's token authentication first, then Bearer for what it does
-    # not take. Sessions are left out: `/v1/` is for API clients, and no CSRF
-    # token comes with them.
+    # The project's authentication (knox tokens under `Token` or `Bearer`,
+    # dellm_site/auth.py), less sessions: `/v1/` is for API clients, and no
+    # CSRF token comes with them.
     classes = cast("list[type[BaseAuthentication]]", api_settings.DEFAULT_AUTHENTICATION_CLASSES)
-    defaults = [cls() for cls in classes]
-    return [auth for auth in defaults if not isinstance(auth, SessionAuthentication)] + [BearerTokenAuthentication()]
+    return [auth for auth in (cls() for cls in classes) if not isinstance(auth, SessionAuthentication)]
 
 
 class CompletionThrottle(SimpleRateThrottle):

@@ -8,11 +8,11 @@ import json
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from chat.completions_views import CompletionThrottle
 from chat.embeddings import embed_one
 from chat.models import Message, Thread
+from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
 from tests.factories import make_edge, make_message, make_thread
 
@@ -21,7 +21,7 @@ URL = "/v1/chat/completions"
 
 @pytest.fixture
 def v1(owner) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {Token.objects.create(user=owner).key}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)[1]}")
 
 
 def post(client: Client, body: object, **headers: str):
@@ -214,7 +214,7 @@ def test_a_missing_or_wrong_key_is_401(db, header, code):
 
 
 def test_the_drf_token_keyword_works_too(owner):
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=owner).key}")
+    client = Client(HTTP_AUTHORIZATION=f"Token {token_create(user=owner)[1]}")
     assert client.get("/v1/models").status_code == 200
 
 

@@ -3,10 +3,10 @@
 import httpx
 import pytest
 from playwright.sync_api import expect
-from rest_framework.authtoken.models import Token
 
 from chat.embeddings import embed_one
 from chat.models import Message
+from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
 from tests.browser.pages import screenshot, sign_in
 from tests.factories import make_edge, make_message, make_thread, make_user
@@ -24,7 +24,7 @@ def test_the_link_in_a_clients_deletion_answer_opens_the_card(open_page, live_se
     make_edge(fact, reply)
     kept = make_message(thread, "My favourite food is ramen.", embedding=embed_one("My favourite food is ramen."))
 
-    token = Token.objects.create(user=user).key
+    token = token_create(user=user)[1]
     with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}) as client:
         answer = client.post(
             "/v1/chat/completions",

@@ -7,9 +7,9 @@ so these tests assert exactly what the model saw.
 import httpx
 import openai
 import pytest
-from rest_framework.authtoken.models import Token
 
 from chat.models import Message, Turn
+from dellm_site.auth import token_create
 from tests.asgi_server import asgi_server
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import pg_dump, wait_for
@@ -30,7 +30,7 @@ def upstream(start_worker):
 
 @pytest.fixture
 def token(owner) -> str:
-    return Token.objects.create(user=owner).key
+    return token_create(user=owner)[1]
 
 
 @pytest.fixture
