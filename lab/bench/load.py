@@ -42,11 +42,11 @@ import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from chat import services
 from chat.models import Thread, Turn
 from chat.streams import channel
+from dellm_site.auth import token_create
 from dellm_site.celery import worker_command
 from provenance.selectors import taint_violations
 
@@ -191,7 +191,7 @@ def _make_users(count: int, tag: str) -> list[tuple[Any, str]]:
     users = []
     for i in range(count):
         user = get_user_model().objects.create_user(username=f"{USER_PREFIX}{tag}-{i}", password=uuid.uuid4().hex)
-        users.append((user, Token.objects.create(user=user).key))
+        users.append((user, token_create(user=user)[1]))
     return users
 
 

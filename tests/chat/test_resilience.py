@@ -7,10 +7,10 @@ import pytest
 from django.db import OperationalError, connection, connections
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from chat import services, tasks
 from chat.models import Turn
+from dellm_site.auth import token_create
 
 
 def _stale(turn: Turn, *, status: str, attempts: int) -> None:
@@ -114,7 +114,7 @@ def _get_in_another_thread(path: str, client: Client | None = None, **headers: s
     "pool" not in connections["default"].settings_dict["OPTIONS"], reason="the database pool is off (DELLM_DB_POOL)"
 )
 def test_a_saturated_pool_answers_503_with_retry_after(transactional_db, owner, pool_of_one):
-    token = Token.objects.create(user=owner).key
+    token = token_create(user=owner)[1]
     browser = Client(raise_request_exception=False)
     browser.force_login(owner)
     connection.ensure_connection()  # this thread now holds the pool's only connection

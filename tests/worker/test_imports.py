@@ -2,9 +2,9 @@ import json
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from chat.models import ImportUpload, Message
+from dellm_site.auth import token_create
 from lab.bench.imports import chatgpt_export
 from tests.worker.test_sse import read_events
 
@@ -13,9 +13,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 def test_upload_is_imported_by_the_worker_with_progress_events(start_worker, live_server, owner):
     start_worker()
-    client = httpx.Client(
-        base_url=live_server.url, headers={"Authorization": f"Token {Token.objects.create(user=owner).key}"}
-    )
+    client = httpx.Client(base_url=live_server.url, headers={"Authorization": f"Token {token_create(user=owner)[1]}"})
     data = chatgpt_export(conversations=40, per_conversation=20)
     posted = client.post("/api/imports/", files={"file": ("conversations.json", data)})
     assert posted.status_code == 202

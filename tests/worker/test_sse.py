@@ -29,7 +29,7 @@ def read_events(response, limit: int | None = None, lines=None) -> list[tuple[st
 
 
 def client_for(server, user) -> httpx.Client:
-    token = Token.objects.create(user=user).key
+    token = token_create(user=user)[1]
     return httpx.Client(base_url=server.url, headers={"Authorization": f"Token {token}"}, timeout=30)
 
 
@@ -133,7 +133,7 @@ def test_an_outcome_committed_right_after_the_first_read_still_arrives(owner, th
     settings.DELLM_SSE_TIMEOUT = 10
     settings.DELLM_SSE_RECHECK = 60
     turn = services.turn_create(thread=thread, content="racing", enqueue=False)
-    token = Token.objects.create(user=owner).key
+    token = token_create(user=owner)[1]
     read = events._turn_state
     reads = []
 
