@@ -71,7 +71,6 @@ export const api = {
   deletions: () => get("/api/deletions/?page_size=200"),
   deletion: (id) => get(`/api/deletions/${id}/`),
   previewDeletion: (body) => post("/api/deletions/", body),
-  deletion: (id) => get(`/api/deletions/${id}/`),
   // `choices`: {derived?, redactions?: {message id: approved text}} (docs/API.md).
   confirmDeletion: (id, choices) => post(`/api/deletions/${id}/confirm/`, choices),
   cancelDeletion: (id) => post(`/api/deletions/${id}/cancel/`),
