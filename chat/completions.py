@@ -203,7 +203,7 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
                     _edges_insert(
                         owner_id=owner.pk,
                         target_id=message.pk,
-                        sources=[(pk, rank, 0.0) for rank, pk in enumerate(sources, 1)],
+                        sources=[(pk, rank, 0.0, "") for rank, pk in enumerate(sources, 1)],
                     )
         turn = turn_create(thread=thread, content=last.text, enqueue=False)
     logger.info(
