@@ -34,6 +34,7 @@ from chat.completions_wire import (
     usage,
 )
 from chat.models import Turn
+from chat.streams import _client as streams_client
 from chat.streams import channel
 
 # How often a waiting request reads the turn's state itself, in case a pub/sub
@@ -300,7 +301,7 @@ async def _aiter(parts: list[str]) -> AsyncIterator[str]:
 
 
 async def subscribe_async(turn_id: int) -> tuple[redis.asyncio.Redis, redis.asyncio.client.PubSub]:
-    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, **settings.DELLM_REDIS_OPTIONS)
     pubsub = client.pubsub()
     await pubsub.subscribe(channel(turn_id))
     # Wait for Redis to confirm, so that nothing the worker publishes is missed.
@@ -363,6 +364,13 @@ async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) ->
 
 
 # Synchronous waiting (WSGI) -------------------------------------------------
+
+
+def subscribe_sync(turn_id: int) -> redis.client.PubSub:
+    """The turn's channel, subscribed with the blocking client (WSGI; chat.streams.turn_subscribe is async)."""
+    pubsub = streams_client().pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(channel(turn_id))
+    return pubsub
 
 
 def events_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Iterator[str]:

@@ -47,6 +47,7 @@ from chat.completions_relay import (
     events_sync,
     stream_response,
     subscribe_async,
+    subscribe_sync,
     wait_async,
     wait_sync,
 )
@@ -58,7 +59,6 @@ from chat.completions_wire import (
     model_ids,
 )
 from chat.models import Message
-from chat.streams import turn_subscribe
 from dellm_site.errors import DomainError
 from provenance import services as deletions
 from provenance.requests import parse_deletion_request, resolve_deletion_request
@@ -302,7 +302,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         if asgi:
             client, pubsub = await subscribe_async(prepared.turn_id)
         else:
-            sync_pubsub = await sync_to_async(turn_subscribe)(prepared.turn_id)
+            sync_pubsub = await sync_to_async(subscribe_sync)(prepared.turn_id)
         await sync_to_async(_enqueue)(prepared)
     except (redis.RedisError, KombuError, OSError) as exc:
         return await sync_to_async(_not_queued)(prepared, exc)
