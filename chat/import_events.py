@@ -15,14 +15,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
+from django.conf import settings
 
 from chat.streams import _client, sse
+from dellm_site.redis_ns import key
 
 logger = logging.getLogger(__name__)
 
 
 def channel(job_id: int) -> str:
-    return f"dellm:import:{job_id}"
+    # Under this instance's prefix, like every Redis key and channel (dellm_site/redis_ns.py).
+    return key(settings.DELLM_REDIS_PREFIX, "import", job_id)
 
 
 def import_publish(job_id: int) -> None:
