@@ -357,7 +357,12 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.DELLM_TURN_STUCK_AFTER)
-    stuck = Turn.objects.filter(status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff)
+    # Regeneration turns (Turn.deletion set) are left to their deletion's task,
+    # which runs them one at a time, oldest first (acks_late; the user can
+    # resume): re-run here, a cancelled regeneration would come back.
+    stuck = Turn.objects.filter(
+        status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff, deletion__isnull=True
+    )
     swept: dict[str, list[int]] = {"rerun": [], "failed": []}
     for turn_id, attempts in stuck.order_by("pk").values_list("pk", "attempts"):
         row = Turn.objects.filter(
