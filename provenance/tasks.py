@@ -12,7 +12,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import connection
 
-from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry_options
+from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry, database_retry_options
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,11 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
                 turn_id=turn_id,
                 on_token=functools.partial(_publish_token, turn_id),
                 on_rebuild=functools.partial(turn_publish, turn_id, "reset", {}),
+                on_running=functools.partial(turn_publish, turn_id, "status", {"status": "running"}),
             )
+        except DATABASE_TRANSIENT as exc:
+            # As the turn task does: retried with backoff, resuming at the same turn.
+            database_retry(self, exc, what=f"regeneration of deletion {deletion_id}")
         except UpstreamFailed as exc:
             retries = self.request.retries
             if exc.transient and retries < settings.DELLM_LLM_MAX_RETRIES:
