@@ -135,9 +135,10 @@ class DeletionCancelView(APIView):
 
 class DeletionUndoView(APIView):
     throttle_classes = [CostThrottle]
-    throttle_scopes = {"POST": "deletion_action"}
+    # The undo preview walks the rewrites' Dep like a dependents query.
+    throttle_scopes = {"GET": "dependents", "POST": "deletion_action"}
 
-    @extend_schema(responses={200: UndoPreviewSerializer, **errors(404)}, summary="What an undo would do")
+    @extend_schema(responses={200: UndoPreviewSerializer, **errors(404, 429)}, summary="What an undo would do")
     def get(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = selectors.deletion_get(owner=request.user, deletion_id=deletion_id)
         plan = undo_plan(deletion=deletion)
@@ -160,9 +161,12 @@ class DeletionUndoView(APIView):
 
 
 class DeletionResumeView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "deletion_action"}
+
     @extend_schema(
         request=None,
-        responses={200: DeletionSerializer, **errors(404, 409)},
+        responses={200: DeletionSerializer, **errors(404, 409, 429)},
         summary="Run again the failed or cancelled rewrites of a deletion",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
