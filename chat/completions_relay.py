@@ -314,7 +314,7 @@ async def events_async(
     prepared: Prepared, client: redis.asyncio.Redis, pubsub: redis.asyncio.client.PubSub
 ) -> AsyncIterator[str]:
     relay = Relay(prepared)
-    outcome_of = sync_to_async(turn_outcome_released)
+    outcome_of = sync_to_async(turn_outcome_released, thread_sensitive=False)
     try:
         for part in relay.start():
             yield part
@@ -351,7 +351,7 @@ async def events_async(
 async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
     deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
     next_check = time.monotonic() + STATE_CHECK_SECONDS
-    outcome_of = sync_to_async(turn_outcome_released)
+    outcome_of = sync_to_async(turn_outcome_released, thread_sensitive=False)
     while time.monotonic() < deadline:
         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
         changed = message is not None and json.loads(message["data"]).get("event") == "changed"

@@ -288,7 +288,14 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         response["Allow"] = "POST"
         return response
     try:
-        prepared = await sync_to_async(_prepare_released if isinstance(request, ASGIRequest) else _prepare)(request)
+        # Under ASGI the request has no thread of its own (dellm_site/asgi.py, LONG_LIVED): the
+        # database work runs on a pool thread and hands its connection back.
+        prepare = (
+            sync_to_async(_prepare_released, thread_sensitive=False)
+            if isinstance(request, ASGIRequest)
+            else sync_to_async(_prepare)
+        )
+        prepared = await prepare(request)
     except CompletionError as error:
         return error_response(error)
     except Exception as exc:

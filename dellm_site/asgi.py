@@ -19,7 +19,9 @@ from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dellm_site.settings")
 
-LONG_LIVED = re.compile(r"^/api/turns/\d+/events/$")
+# The turn stream and the OpenAI-compatible completion (openai-endpoint), which
+# waits on the same turn events for as long, streaming or not.
+LONG_LIVED = re.compile(r"^/(api/turns/\d+/events/|v1/chat/completions/?)$")
 
 
 class DeLLMASGIHandler(ASGIHandler):
