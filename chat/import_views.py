@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -11,17 +13,33 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.parsers import MultiPartParser
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 
-from chat.events import EventStreamRenderer
 from chat.import_events import import_event_stream
 from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
 from dellm_site.api import Pagination, errors
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets clients ask for `text/event-stream`; errors still render as JSON text.
+
+    (chat.views had it before streams-scale made the turn stream an async view
+    whose renderer only describes the schema.)
+    """
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
+    ) -> bytes:
+        return json.dumps(data).encode()
+
 
 # Multipart framing around the file: the Content-Length check allows for it.
 _MULTIPART_SLACK = 64 * 1024
