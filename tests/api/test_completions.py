@@ -316,7 +316,7 @@ def test_an_unreachable_queue_is_503_and_the_turn_fails_visibly(v1, monkeypatch)
     def down(turn_id: int):
         raise redis.ConnectionError("connection refused")
 
-    monkeypatch.setattr(completions_views, "turn_subscribe", down)
+    monkeypatch.setattr(completions_views, "subscribe_sync", down)
     response = post(v1, ask("Hello?"))
     assert response.status_code == 503
     assert error(response) | {"message": ""} == {
