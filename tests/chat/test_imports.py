@@ -174,12 +174,13 @@ def test_dellm_export_round_trip_same_messages_and_edges(owner, other_owner, api
     m4 = make_message(second, "Green tea from Paris", role="assistant")
     for source, target in [(m1, m3), (m1, m4), (m2, m4), (m3, m4)]:
         ContextEdge.objects.create(owner=owner, source=source, target=target, rank=1, score=0.25)
-    export = api.get("/api/export/").content
+    # The export is streamed (sec-hardening).
+    export = b"".join(api.get("/api/export/").streaming_content)
     progress = run_import(other_owner, export)
     assert (progress.messages_imported, progress.edges_created, progress.errors) == (4, 4, [])
 
     def shape(api_client):
-        document = api_client.get("/api/export/").json()
+        document = json.loads(b"".join(api_client.get("/api/export/").streaming_content))
         titles = {t["id"]: t["title"] for t in document["threads"]}
         position = {m["id"]: i for i, m in enumerate(document["messages"])}
         messages = [(titles[m["thread"]], m["role"], m["content"]) for m in document["messages"]]
