@@ -404,6 +404,9 @@ LOGGING = {
         "uvicorn": _FILTERED,
         "uvicorn.error": _FILTERED,
         "uvicorn.access": _FILTERED,
+        # redis-py gives this logger its own unfiltered handler; pub/sub messages
+        # (streamed reply tokens) would pass through it at DEBUG.
+        "push_response": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # httpx logs request lines only, but keep third-party chatter down.
         **{name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
         # At DEBUG (with DEBUG=True) Django logs every SQL statement with its
