@@ -30,5 +30,6 @@ def test_beat_schedules_registered_tasks_only():
     assert {entry["task"] for entry in app.conf.beat_schedule.values()} == {
         "provenance.deletions_fire_due",
         "chat.vector_indexes_sync",
+        "chat.turns_sweep",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
