@@ -187,6 +187,24 @@ class ConnectionSampler:
         self._thread.join(10)
 
 
+def _run_async(coro: Any) -> Any:
+    """`asyncio.run` on a thread of its own (the caller's thread may already run a loop: Playwright's, in tests)."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 def _make_users(count: int, tag: str) -> list[tuple[Any, str]]:
     users = []
     for i in range(count):
@@ -304,13 +322,13 @@ def streams_bench(*, streams: int, users: int, pool: int, handshakes: int = 100,
         with _services(env=env) as (port, web), ConnectionSampler() as sampler:
             # One finished stream first, so imports and the first pool connection are not counted per stream.
             Turn.objects.filter(pk=turn_ids[0]).update(status=Turn.Status.FAILED)
-            warm = asyncio.run(
+            warm = _run_async(
                 _streams_run(port=port, turns=turns[:1], web=web, finish=lambda: None, handshakes=1, wait=30)
             )
             Turn.objects.filter(pk=turn_ids[0]).update(status=Turn.Status.PENDING)
             before = {"rss": web.memory_info().rss, "threads": web.num_threads()}
             _raise_fd_limit()
-            result = asyncio.run(
+            result = _run_async(
                 _streams_run(port=port, turns=turns, web=web, finish=finish, handshakes=handshakes, wait=wait)
             )
     finally:

@@ -35,3 +35,29 @@ def test_beat_schedules_registered_tasks_only():
         "chat.imports_sweep",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
+
+
+def test_worker_children_get_the_worker_pool_size(settings, monkeypatch):
+    from dellm_site.celery import _worker_pool_size
+
+    pool = {"min_size": 4, "max_size": 20, "timeout": 5.0}
+    monkeypatch.setitem(settings.DATABASES["default"].setdefault("OPTIONS", {}), "pool", pool)
+    settings.DELLM_WORKER_DB_POOL_MAX = 2
+
+    _worker_pool_size()
+
+    assert pool == {"min_size": 2, "max_size": 2, "timeout": 5.0}
+
+
+def test_redis_prefix_defaults_to_a_digest_of_the_database_and_is_exported(monkeypatch):
+    from dellm_site.redis_ns import instance_prefix
+
+    monkeypatch.delenv("DELLM_REDIS_PREFIX", raising=False)
+    one = instance_prefix({"HOST": "/tmp/a", "PORT": "", "NAME": "dellm"})
+    assert os.environ["DELLM_REDIS_PREFIX"] == one
+    monkeypatch.delenv("DELLM_REDIS_PREFIX")
+    other = instance_prefix({"HOST": "/tmp/b", "PORT": "", "NAME": "dellm"})
+    monkeypatch.setenv("DELLM_REDIS_PREFIX", "dellm-prod")
+
+    assert one.startswith("dellm-") and other.startswith("dellm-") and one != other
+    assert instance_prefix({"HOST": "/tmp/a", "NAME": "dellm"}) == "dellm-prod"

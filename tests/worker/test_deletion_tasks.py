@@ -40,8 +40,10 @@ def test_task_payloads_carry_ids_only(owner, thread):
     finally:
         celery_app.conf.task_default_queue = previous
     client = redis.Redis.from_url(settings.REDIS_URL)
-    [raw] = client.lrange(queue, 0, -1)
-    client.delete(queue)
+    # Celery's keys carry the instance prefix (dellm_site/redis_ns.py).
+    key = f"{settings.DELLM_REDIS_PREFIX}:{queue}"
+    [raw] = client.lrange(key, 0, -1)
+    client.delete(key)
     envelope = json.loads(raw)
     args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
     assert (args, kwargs, envelope["headers"]["task"]) == ([], {"turn_id": turn.pk}, "chat.turn_run")

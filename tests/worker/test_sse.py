@@ -1,6 +1,7 @@
 """The turn stream, served by uvicorn as in production (chat/events.py)."""
 
 import json
+import threading
 from contextlib import ExitStack
 
 import httpx
@@ -154,7 +155,12 @@ def test_an_outcome_committed_right_after_the_first_read_still_arrives(owner, th
         response = await AsyncClient().get(f"/api/turns/{turn.pk}/events/", headers={"Authorization": f"Token {token}"})
         return b"".join([chunk async for chunk in response.streaming_content]).decode()
 
-    body = async_to_sync(stream)()
+    # On a thread of its own: the main thread may already run an event loop (Playwright's, in a full run).
+    result = {}
+    runner = threading.Thread(target=lambda: result.setdefault("body", async_to_sync(stream)()))
+    runner.start()
+    runner.join(30)
+    body = result["body"]
     names = [line.removeprefix("event: ") for line in body.splitlines() if line.startswith("event: ")]
     assert reads == ["pending", "failed"]
     assert names == ["status", "failed"]
