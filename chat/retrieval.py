@@ -47,7 +47,7 @@ RRF_K = 10
 # lexemes are taken rarest first while their document frequencies add up to
 # no more than this; the rest are this owner's stop words (low IDF, and
 # scanning their postings is what would make a 100k-message history slow:
-# about 10 us a matched row). Counts stop there too.
+# about 20 us a matched row on a loaded 2-core machine). Counts stop there too.
 MATCH_BUDGET = 1000
 # Lexemes matched at most: the rarest of the question's.
 MATCH_LEXEMES = 12
@@ -60,14 +60,12 @@ MAX_LEXEMES = 32
 BM25_K1 = 1.2
 BM25_B = 0.75
 # Share of the question's IDF mass a message must match to pass on words
-# alone (see the README's "Retrieval threshold" for the measurement).
+# alone (the README's "Retrieval" has the measurement; DELLM_LEXICAL_FLOOR).
 LEXICAL_FLOOR = 0.35
 
 # A past question states no fact (the responder never quotes one either), so
 # it ranks below statements that match as well: its fused score is scaled.
 QUESTION_WEIGHT = 0.5
-
-SIGNALS = ("vector", "lexical", "both")
 
 
 @dataclass(frozen=True)
