@@ -13,8 +13,9 @@ class Thread(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # An imported conversation: the tool it came from and its id there, so a
     # second import of the same file finds it ("" for DeLLM's own threads).
-    source = models.CharField(max_length=16, blank=True, default="")
-    source_id = models.CharField(max_length=200, blank=True, default="")
+    # db_default too: bulk loaders (the lab's seeder COPYs rows) name only the columns they fill.
+    source = models.CharField(max_length=16, blank=True, default="", db_default="")
+    source_id = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-updated_at", "-id"]
@@ -86,8 +87,8 @@ class Message(models.Model):
     # for DeLLM's own): an imported reply's provenance is unknown and recorded
     # conservatively (chat/imports.py). `source_id` is its id in that tool,
     # unique within its thread, and `source_created_at` its time there.
-    imported_from = models.CharField(max_length=16, blank=True, default="")
-    source_id = models.CharField(max_length=200, blank=True, default="")
+    imported_from = models.CharField(max_length=16, blank=True, default="", db_default="")
+    source_id = models.CharField(max_length=200, blank=True, default="", db_default="")
     source_created_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from chat.models import Message
 from lab.bench.imports import chatgpt_export
-from tests.browser.pages import ask_to_forget, screenshot
+from tests.browser.pages import ask_to_forget, explorer, screenshot, wait_graph_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
@@ -78,3 +78,11 @@ def test_upload_chatgpt_export_open_it_and_preview_a_conservative_cascade(signed
     assert [int(item.get_attribute("data-id")) for item in card.locator(".ditem").all()] == [hotel.pk, *later]
     expect(card.locator(".ditem .badge-imported")).to_have_count(3)
     screenshot(page, "import-cascade-preview")
+
+    # The graph marks imported messages (a double border: provenance unknown).
+    page.goto(f"/graph/?focus={hotel.pk}")
+    wait_graph_ready(page)
+    assert explorer(page, f"x.node({hotel.pk}).data('imported')") == "yes"
+    assert explorer(page, "x.cy.nodes('[imported = \"yes\"]').length") == 608
+    assert explorer(page, f"x.node({hotel.pk}).style('border-style')") == "double"
+    screenshot(page, "import-graph")

@@ -14,6 +14,7 @@ function legend() {
     el("li", {}, el("span", { class: "key key-user" }), roleLabel("user")),
     el("li", {}, el("span", { class: "key key-assistant" }), roleLabel("assistant")),
     el("li", {}, el("span", { class: "key key-expiring" }), "expiring"),
+    el("li", { title: "Imported from another tool: every earlier message of its conversation counts as a source" }, el("span", { class: "key key-imported" }), "imported"),
     el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
     el("li", {}, el("span", { class: "key key-edge" }), "used by (thicker = closer match)"),
   );
