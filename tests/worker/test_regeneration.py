@@ -8,7 +8,7 @@ import pytest
 
 from chat import services as chat
 from chat.models import ContextEdge, Message, Turn
-from chat.streams import _client
+from chat.streams import _client, channel
 from provenance import services as deletions
 from provenance.models import DeletionRequest
 from provenance.regeneration import regeneration_progress
@@ -41,7 +41,7 @@ def test_worker_rewrites_replies_in_order_and_streams_them_like_turns(start_work
     for ask in asks:
         ask.refresh_from_db()
     pubsub = _client().pubsub(ignore_subscribe_messages=True)
-    pubsub.psubscribe("dellm:turn:*")
+    pubsub.psubscribe(channel("*"))  # under the instance prefix (streams-scale)
 
     done = regenerate(owner, exact="I live in Oslo")
     finished_deletion = wait_for(lambda: settled(done.pk), timeout=60)
@@ -55,15 +55,15 @@ def test_worker_rewrites_replies_in_order_and_streams_them_like_turns(start_work
     assert taint_violations(owner_id=owner.pk) == []
     events: dict[str, list[str]] = {}
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and "changed" not in events.get(f"dellm:turn:{turn.pk}", []):
+    while time.monotonic() < deadline and "changed" not in events.get(channel(turn.pk), []):
         message = pubsub.get_message(timeout=0.5)
         if message is None:
             continue
         payload = json.loads(message["data"])
         events.setdefault(message["channel"].decode(), []).append(payload["event"])
     pubsub.close()
-    assert events[f"dellm:turn:{turn.pk}"][-1] == "changed"
-    assert "token" in events[f"dellm:turn:{turn.pk}"]
+    assert events[channel(turn.pk)][-1] == "changed"
+    assert "token" in events[channel(turn.pk)]
 
 
 def test_turns_in_flight_while_regenerating_deletions_run_leave_no_taint(start_worker, owner, thread):
