@@ -25,8 +25,10 @@ def asgi_server() -> Iterator[str]:
     settings_dict = connections.settings["default"]
     max_age = settings_dict["CONN_MAX_AGE"]
     settings_dict["CONN_MAX_AGE"] = 0
+    # log_config=None: keep the project's logging (every handler filtered, sec-hardening's
+    # dellm_site/logging.py) instead of uvicorn's defaults, in this process shared by later tests.
     config = uvicorn.Config(
-        "dellm_site.asgi:application", host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+        "dellm_site.asgi:application", host="127.0.0.1", port=0, log_level="warning", lifespan="off", log_config=None
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
