@@ -179,7 +179,9 @@ def test_invalid_requests_are_400_in_openais_shape_and_change_nothing(v1, owner,
         ('{"model": "dellm", "messages": [{"role": "user", "content": "a\\u0000b"}]}', "messages[0].content"),
         ('{"model": "dellm", "messages": [{"role": "user", "content": "a\\ud800b"}]}', "messages[0].content"),
         (
-            '{"model": "dellm", "messages": [{"role": "system", "content": "a\\u0000"}, {"role": "user", "content": "hi"}]}',
+            json.dumps(
+                {"model": "dellm", "messages": [{"role": "system", "content": "a\x00"}, ask("hi")["messages"][0]]}
+            ),
             "messages[0].content",
         ),
         ('"just a string"', None),
