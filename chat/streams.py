@@ -7,6 +7,7 @@ database. Publishing never fails a turn.
 """
 
 import functools
+import hashlib
 import json
 import logging
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import redis
 from django.conf import settings
+from django.db import connection
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +26,17 @@ def _client() -> redis.Redis:
 
 
 def channel(turn_id: int) -> str:
-    return f"dellm:turn:{turn_id}"
+    """The turn's channel, namespaced by the database the turn lives in.
+
+    Turn ids are only unique within one database, and one Redis may serve
+    several DeLLM databases (a staging and a production site, test runs side
+    by side): without the namespace, a subscriber to turn 1 would also receive
+    the tokens of every other database's turn 1, another user's reply text.
+    Web and worker read the same database settings, so they agree on it.
+    """
+    db = connection.settings_dict
+    namespace = hashlib.sha256(f"{db.get('HOST') or ''}/{db.get('NAME') or ''}".encode()).hexdigest()[:16]
+    return f"dellm:{namespace}:turn:{turn_id}"
 
 
 def turn_publish(turn_id: int, event: str, data: dict) -> None:
