@@ -40,12 +40,17 @@ _POLITE = r"(?:(?:please|pls|kindly|ok(?:ay)?|hey|so|now|and|also|just|go ahead 
 _VERB = r"(?P<verb>forget|delete|remove|erase|purge|wipe|scrub|unlearn|get rid of)"
 _MEMORY = r"(?:your |my |the |our )?(?:memory|memories|history|chat history|records?|notes|messages)"
 # Trailing words that add nothing: "... from your memory, please."
-_TAIL = re.compile(
-    rf"(?:\s*[,;]?\s*(?:from|out of|in) {_MEMORY}|\s*[,;]?\s*(?:please|pls|thanks|thank you|for me|for good|"
-    r"forever|permanently|completely|entirely|now|right now))+\s*$",
+# One trailing unit, matched at the end of a short window and stripped one by
+# one (`_tail_sub`): a pattern repeating these units, searched over the whole
+# text, backtracks quadratically (exponentially with `\s*[,;]?\s*`).
+_TAIL_UNIT = re.compile(
+    rf"\s*(?:[,;]\s*)?(?:(?:from|out of|in) {_MEMORY}|please|pls|thanks|thank you|for me|for good|"
+    r"forever|permanently|completely|entirely|now|right now)$",
     re.IGNORECASE,
 )
-_END_PUNCT = re.compile(r"[\s.!?]+$")
+# Longer than any unit with its leading separator (text reaching here has single spaces).
+_TAIL_WINDOW = 64
+_END_PUNCT = ".!?"
 
 _HEAD = re.compile(rf"^\s*{_POLITE}{_VERB}\b\s*(?P<rest>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -186,8 +191,28 @@ def parse_deletion_request(text: str) -> DeletionSelection | None:
 
 
 def _strip_tail(text: str) -> str:
-    text = _END_PUNCT.sub("", text.strip())
-    return _END_PUNCT.sub("", _TAIL.sub("", text)).strip()
+    return _end_punct_strip(_tail_sub(_end_punct_strip(text.strip()))).strip()
+
+
+def _end_punct_strip(text: str) -> str:
+    """Trailing whitespace and . ! ? removed, in linear time."""
+    while True:
+        stripped = text.rstrip().rstrip(_END_PUNCT)
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def _tail_sub(text: str) -> str:
+    """Trailing "please", "from your memory", "now"... removed, in linear time (see `_TAIL_UNIT`)."""
+    end = len(text.rstrip())
+    found = False
+    while end > 0:
+        unit = _TAIL_UNIT.search(text, max(0, end - _TAIL_WINDOW), end)
+        if unit is None:
+            break
+        end, found = unit.start(), True
+    return text[:end] if found else text
 
 
 def _selection(kind: str, topic: str) -> DeletionSelection | None:
