@@ -36,6 +36,7 @@ three things only:
 """
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
@@ -46,6 +47,7 @@ from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
 from chat.services import _edges_insert, message_create, turn_create
 from dellm_site.errors import NotFound
+from dellm_site.locks import owner_lock
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +171,10 @@ def thread_for_transcript(*, owner: User, thread_id: int | None, earlier: list[S
     return thread_match(owner=owner, earlier=earlier) if earlier else None
 
 
+def _embed(new: list[Said]) -> Sequence[list[float] | None]:
+    return get_embedder().embed([said.text for said in new]) if new else []
+
+
 def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said]) -> Started:
     """Store what is new in a client's conversation and a pending turn for its last message.
 
@@ -187,10 +193,21 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
         alignment = Alignment(dropped_new=len(earlier))
     else:
         alignment = transcript_align(thread=thread, earlier=earlier)
-    vectors = get_embedder().embed([said.text for said in alignment.new]) if alignment.new else []
+    # Embedded before the lock (it is slow); checked under it.
+    vectors = _embed(alignment.new)
     with transaction.atomic():
         if thread is None:
             thread = Thread.objects.create(owner=owner, title=THREAD_TITLE)
+        else:
+            # Under the owner's lock nothing is appended to the thread or removed
+            # from it until this commits: align again, so that a request racing
+            # this one (a double submit) cannot store the extension twice, and a
+            # tail forgotten meanwhile stops the extension.
+            owner_lock(owner.pk)
+            current = transcript_align(thread=thread, earlier=earlier)
+            if current.new != alignment.new:
+                vectors = _embed(current.new)
+            alignment = current
         for said, vector in zip(alignment.new, vectors, strict=True):
             message = message_create(thread=thread, role=said.role, content=said.text, embedding=vector)
             if said.role == Message.Role.ASSISTANT:

@@ -106,7 +106,8 @@ def _user(request: HttpRequest) -> tuple[Request, User]:
         raise CompletionError(
             "You didn't provide an API key. Send your DeLLM API token as 'Authorization: Bearer <token>'.",
             status=401,
-            code="missing_api_key",
+            # OpenAI's code for any key it does not accept, the one clients look for.
+            code="invalid_api_key",
         )
     return drf_request, user
 
@@ -148,7 +149,8 @@ def _body(request: HttpRequest) -> object:
         raise too_big from None
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
+        # ValueError covers invalid UTF-8; RecursionError, JSON nested too deeply to parse.
         raise CompletionError("We could not parse the JSON body of your request.") from None
 
 

@@ -94,11 +94,24 @@ def _text(content: object, param: str, role: str) -> str:
     raise CompletionError("'content' must be a string or a list of text parts.", param=param)
 
 
+def _storable(text: str, param: str) -> None:
+    """Refuse what PostgreSQL cannot store as text (as the REST API's serializers do): NUL and lone surrogates."""
+    if "\x00" in text:
+        raise CompletionError("Text may not contain NUL characters.", param=param, code="invalid_value")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CompletionError(
+            "Text may not contain lone surrogate characters.", param=param, code="invalid_value"
+        ) from None
+
+
 def _thread_id(raw: object, param: str) -> int | None:
     if raw is None or raw == "":
         return None
     text = str(raw).strip()
-    if not text.isdigit() or len(text) > 18:
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise CompletionError("A DeLLM thread key is a thread id (a whole number).", param=param)
     return int(text)
 
@@ -155,6 +168,7 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
         if "content" not in message:
             raise CompletionError("Each message needs a 'content'.", param=f"{param}.content")
         text = _text(message["content"], f"{param}.content", role)
+        _storable(text, f"{param}.content")
         if len(text) > settings.DELLM_MAX_MESSAGE_CHARS:
             raise CompletionError(
                 f"A message has at most {settings.DELLM_MAX_MESSAGE_CHARS} characters.",

@@ -170,6 +170,42 @@ def test_invalid_requests_are_400_in_openais_shape_and_change_nothing(v1, owner,
     assert not Thread.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        ("[" * 100_000, None),
+        ('{"a":' * 50_000 + "1" + "}" * 50_000, None),
+        (b'{"model": "dellm", "messages": [{"role": "user", "content": "caf\xe9"}]}', None),
+        ('{"model": "dellm", "messages": [{"role": "user", "content": "a\\u0000b"}]}', "messages[0].content"),
+        ('{"model": "dellm", "messages": [{"role": "user", "content": "a\\ud800b"}]}', "messages[0].content"),
+        (
+            json.dumps(
+                {"model": "dellm", "messages": [{"role": "system", "content": "a\x00"}, ask("hi")["messages"][0]]}
+            ),
+            "messages[0].content",
+        ),
+        ('"just a string"', None),
+        ("null", None),
+    ],
+)
+def test_hostile_bodies_are_400_never_500(v1, owner, raw, param):
+    response = post(v1, raw)
+    assert response.status_code == 400
+    assert error(response)["param"] == param
+    assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize("key", ["\u00b2", "1\u00b9", "-1", "1.5", "12345678901234567890"])
+def test_a_malformed_thread_key_is_400(v1, owner, key):
+    response = post(v1, ask("hi"), HTTP_X_DELLM_THREAD=key)
+    assert response.status_code == 400
+    assert error(response)["param"] == "X-DeLLM-Thread"
+    response = post(v1, ask("hi", metadata={"dellm_thread": key}))
+    assert response.status_code == 400
+    assert error(response)["param"] == "metadata.dellm_thread"
+    assert not Message.objects.exists()
+
+
 def test_unknown_fields_are_ignored(v1):
     response = post(v1, ask("Hello.", temperature=0.2, max_tokens=5, user="u-1", seed=3, frobnicate={"x": 1}))
     assert response.status_code == 200
@@ -202,7 +238,13 @@ def test_oversize_body_is_413(v1, settings):
 
 @pytest.mark.parametrize(
     ("header", "code"),
-    [(None, "missing_api_key"), ("Bearer not-a-token", "invalid_api_key"), ("Token not-a-token", "invalid_api_key")],
+    [
+        (None, "invalid_api_key"),
+        ("Bearer not-a-token", "invalid_api_key"),
+        ("Token not-a-token", "invalid_api_key"),
+        ("Bearer", "invalid_api_key"),
+        ("Bearer a b", "invalid_api_key"),
+    ],
 )
 def test_a_missing_or_wrong_key_is_401(db, header, code):
     client = Client(HTTP_AUTHORIZATION=header) if header else Client()

@@ -123,3 +123,55 @@ def test_a_transcript_sent_into_an_empty_thread_keeps_only_its_last_message(owne
     )
     assert list(Message.objects.values_list("thread_id", "content")) == [(thread.pk, "What do I ride?")]
     assert (started.created_thread, started.alignment.dropped) == (False, 2)
+
+
+class _Meanwhile:
+    """An embedder that lets something happen to the thread while the transcript's new messages are embedded."""
+
+    def __init__(self, embedder, meanwhile) -> None:
+        self.embedder, self.meanwhile = embedder, meanwhile
+
+    def embed(self, texts):
+        meanwhile, self.meanwhile = self.meanwhile, lambda: None
+        meanwhile()
+        return self.embedder.embed(texts)
+
+
+def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owner, monkeypatch):
+    from chat import completions
+
+    thread = make_thread(owner)
+    history(thread, *EXCHANGE)
+    conversation = said(*EXCHANGE, ("user", "I sold it."), ("assistant", "Sorry to hear."), ("user", "Now what?"))
+    real = completions.get_embedder()
+    twin = _Meanwhile(real, lambda: completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation))
+    monkeypatch.setattr(completions, "get_embedder", lambda: twin)
+    started = completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation)
+    assert list(Message.objects.filter(thread=thread).order_by("seq").values_list("content", flat=True)) == [
+        "I have a red bike.",
+        "Noted: I have a red bike.",
+        "I sold it.",
+        "Sorry to hear.",
+        "Now what?",
+        "Now what?",
+    ]
+    assert (started.alignment.matched, started.alignment.new) == (4, [])
+
+
+def test_a_tail_forgotten_while_the_extension_is_embedded_stops_the_extension(owner, monkeypatch):
+    from chat import completions
+
+    thread = make_thread(owner)
+    _, reply = history(thread, *EXCHANGE)
+    conversation = said(*EXCHANGE, ("user", "Also a blue car."), ("assistant", "Noted."), ("user", "What do I ride?"))
+    forget = _Meanwhile(
+        completions.get_embedder(), lambda: Message.objects.filter(pk=reply.pk).update(status="purged", content="")
+    )
+    monkeypatch.setattr(completions, "get_embedder", lambda: forget)
+    started = completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation)
+    assert list(Message.objects.filter(thread=thread).order_by("seq").values_list("content", flat=True)) == [
+        "I have a red bike.",
+        "",
+        "What do I ride?",
+    ]
+    assert (started.alignment.new, started.alignment.dropped_new, started.alignment.removed) == ([], 2, 1)

@@ -88,6 +88,22 @@ def test_parse_deletion_request_ignores_very_long_text():
     assert parse_deletion_request("forget that" + " " * 50_000 + "x") is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Trailing words repeated: the tail pattern once tried 2**n ways to split the spaces.
+        (
+            "forget that I like tea" + " please" * 60 + " x",
+            DeletionSelection(kind="semantic", text="I like tea please" + " please" * 59 + " x"),
+        ),
+        ("forget x" + " from memory" * 60 + " y", None),
+        ("forget that I like tea" + ", now" * 60, DeletionSelection(kind="semantic", text="I like tea")),
+    ],
+)
+def test_parse_deletion_request_is_linear_on_repeated_trailing_words(text, expected):
+    assert parse_deletion_request(text) == expected
+
+
 def test_resolve_deletion_request_maps_seq_to_the_owners_ids(owner, other_owner, thread):
     theirs = make_message(make_thread(other_owner))
     first, second = make_message(thread), make_message(thread)
