@@ -141,13 +141,11 @@ class Turn(models.Model):
     # A regeneration turn rewrites the reply `replaces` (an id only) for a
     # deletion run with `derived="regenerate"`; an ordinary turn has neither.
     replaces = models.BigIntegerField(null=True, blank=True, help_text="Id of the reply this turn rewrites.")
-    deletion = models.ForeignKey(
-        "provenance.DeletionRequest",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="regenerations",
-    )
+    # The id of the provenance deletion that asked for this regeneration. A
+    # plain indexed id, not a foreign key (like `Message.deleted_by_id`): chat
+    # records and never depends on provenance, whose services are the only
+    # writers (`chat.services` creates the turn with the id they pass in).
+    deletion_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

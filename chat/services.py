@@ -361,7 +361,7 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
     # which runs them one at a time, oldest first (acks_late; the user can
     # resume): re-run here, a cancelled regeneration would come back.
     stuck = Turn.objects.filter(
-        status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff, deletion__isnull=True
+        status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff, deletion_id__isnull=True
     )
     swept: dict[str, list[int]] = {"rerun": [], "failed": []}
     for turn_id, attempts in stuck.order_by("pk").values_list("pk", "attempts"):

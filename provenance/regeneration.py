@@ -113,9 +113,17 @@ class Progress:
     turns: list[Turn]
 
 
+def _regeneration_turns(*, deletion: DeletionRequest) -> list[Turn]:
+    """The deletion's regeneration turns, oldest reply first: from `with_regeneration_turns`'s annotation if present."""
+    rows: list[dict[str, object]] | None = getattr(deletion, "regeneration_turns", None)
+    if rows is None:
+        return list(Turn.objects.filter(deletion_id=deletion.pk).order_by("replaces", "pk"))
+    return [Turn(owner_id=deletion.owner_id, deletion_id=deletion.pk, **row) for row in rows]
+
+
 def regeneration_progress(*, deletion: DeletionRequest) -> Progress | None:
     """n of N rewritten, the failed ones, and each turn; None for a deletion that regenerates nothing."""
-    turns = sorted(deletion.regenerations.all(), key=lambda turn: turn.replaces or 0)
+    turns = _regeneration_turns(deletion=deletion)
     if not turns:
         return None
     done = sum(turn.status == Turn.Status.DONE for turn in turns)
@@ -154,7 +162,11 @@ def regeneration_verify(*, deletion_id: int) -> DeletionRequest:
         deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id)
         if deletion.receipt is None or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
             return deletion
-        turns = list(deletion.regenerations.order_by("replaces").values_list("status", "reply_id", "replaces"))
+        turns = list(
+            Turn.objects.filter(deletion_id=deletion.pk)
+            .order_by("replaces")
+            .values_list("status", "reply_id", "replaces")
+        )
         rewritten = [reply for status, reply, _ in turns if status == Turn.Status.DONE and reply is not None]
         violations = [[m, p] for _, m, p in taint_violations(owner_id=owner_id)]
         contexts = _context_violations(owner_id=owner_id, reply_ids=rewritten)
@@ -196,9 +208,9 @@ class UndoPlan:
 
 def undo_plan(*, deletion: DeletionRequest) -> UndoPlan:
     """The rewrites a deletion made (regenerated replies, redacted replacements) and their live Dep."""
-    rewrites = set(Turn.objects.filter(deletion=deletion, reply__isnull=False).values_list("reply_id", flat=True)) | {
-        int(new) for new in deletion.redacted.values()
-    }
+    rewrites = set(
+        Turn.objects.filter(deletion_id=deletion.pk, reply__isnull=False).values_list("reply_id", flat=True)
+    ) | {int(new) for new in deletion.redacted.values()}
     members = dep_ids(owner_id=deletion.owner_id, roots=sorted(rewrites))
     live = set(Message.objects.filter(pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True))
     paths = explanation_paths(owner_id=deletion.owner_id, roots=sorted(rewrites), members=members)

@@ -5,11 +5,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import QuerySet
-from django.db.models.functions import Substr
+from django.db.models import OuterRef, QuerySet
+from django.db.models.functions import JSONObject, Substr
 
-from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread
+from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread, Turn
 from dellm_site.errors import NotFound
 from dellm_site.types import User
 from provenance.models import DeletionRequest
@@ -145,8 +146,26 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
 
 
 def deletion_list(*, owner: User) -> QuerySet[DeletionRequest]:
-    # Regeneration progress is read from each deletion's turns: one query for all.
-    return DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id").prefetch_related("regenerations")
+    return with_regeneration_turns(DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id"))
+
+
+# The fields of a regeneration turn that its deletion's progress shows.
+REGENERATION_TURN_FIELDS = ("id", "replaces", "user_message_id", "status", "reply_id", "error")
+
+
+def with_regeneration_turns(deletions: QuerySet[DeletionRequest]) -> QuerySet[DeletionRequest]:
+    """Each deletion annotated with `regeneration_turns`: its turns' fields as dicts, oldest reply first.
+
+    Turns point at their deletion by a plain id (`Turn.deletion_id`: chat never
+    depends on provenance), so there is no relation to prefetch; one array
+    subquery in the same SELECT reads them for every listed deletion (no N+1).
+    """
+    turns = (
+        Turn.objects.filter(deletion_id=OuterRef("pk"))
+        .order_by("replaces", "pk")
+        .values(row=JSONObject(**{name: name for name in REGENERATION_TURN_FIELDS}))
+    )
+    return deletions.annotate(regeneration_turns=ArraySubquery(turns))
 
 
 def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:

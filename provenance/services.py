@@ -587,7 +587,7 @@ def deletion_resume(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED) or not deletion.regenerate_ids:
             raise Conflict("Only an executed deletion that rewrites replies can be resumed.")
         retried = Turn.objects.filter(
-            deletion=deletion, status=Turn.Status.FAILED, user_message__status__in=Message.LIVE
+            deletion_id=deletion.pk, status=Turn.Status.FAILED, user_message__status__in=Message.LIVE
         ).update(status=Turn.Status.PENDING, error="", updated_at=timezone.now())
         deletion.regeneration_cancelled_at = None
         deletion.regeneration_finished_at = None

@@ -70,7 +70,7 @@ def regeneration_bench(*, replies: int = 100) -> dict:
         # Eager: confirm returns after the receipt and every rewrite have run.
         done = deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
         finished = time.perf_counter()
-        turns = Turn.objects.filter(deletion=done)
+        turns = Turn.objects.filter(deletion_id=done.pk)
         rewritten = turns.filter(status=Turn.Status.DONE).count()
         commit_seconds = (done.executed_at - done.confirmed_at).total_seconds()
         return {

@@ -75,7 +75,7 @@ def test_rewrite_from_the_graph_and_undo(signed_in):
     dialog.get_by_role("button", name=f"Delete {total} messages").click()
 
     expect(page.locator(".rewrite-progress")).to_have_text("1 of 1 reply rewritten.", timeout=30_000)
-    turn = Turn.objects.get(owner__username="ivan", deletion__isnull=False)
+    turn = Turn.objects.get(owner__username="ivan", deletion_id__isnull=False)
     assert turn.reply.content == "I don't have anything in memory about that yet."
     page.wait_for_function(f"() => document.querySelector('[data-graph-page]').explorer.node({turn.reply_id}).length")
     screenshot(page, "graph-rewritten")

@@ -75,7 +75,7 @@ def test_paper_example_regenerates_replies_whose_question_survives(owner, thread
     # m2 answered m1 (removed): removed, not rewritten. m4, m8: rewritten, in that order.
     assert done.deleted_ids == [m[1].pk, m[2].pk, m[4].pk, m[8].pk]
     assert [status(m[i]) for i in range(1, 9)] == ["deleted"] * 2 + ["active", "deleted"] + ["active"] * 3 + ["deleted"]
-    turns = list(Turn.objects.filter(deletion=done).order_by("pk"))
+    turns = list(Turn.objects.filter(deletion_id=done.pk).order_by("pk"))
     assert [(t.replaces, t.user_message_id, t.status) for t in turns] == [
         (m[4].pk, m[3].pk, "done"),
         (m[8].pk, m[7].pk, "done"),
@@ -110,7 +110,7 @@ def test_delete_is_still_the_default_and_rewrites_nothing(owner, paper_history):
     deletion = preview(owner, ids=[m[1].pk])
     assert (deletion.derived, deletion.regenerate_ids) == ("delete", [m[4].pk, m[8].pk])
     done = confirm(owner, deletion)
-    assert (done.regenerate_ids, Turn.objects.filter(deletion=done).count()) == ([], 0)
+    assert (done.regenerate_ids, Turn.objects.filter(deletion_id=done.pk).count()) == ([], 0)
     assert "regeneration" not in done.receipt["checks"]
 
 
@@ -118,7 +118,7 @@ def test_delete_is_still_the_default_and_rewrites_nothing(owner, paper_history):
 def test_undo_restores_originals_and_removes_rewrites_with_their_dep(owner, thread, paper_history):
     m = paper_history
     done = confirm(owner, preview(owner, ids=[m[1].pk], derived="regenerate"))
-    new4, new8 = (t.reply for t in Turn.objects.filter(deletion=done).order_by("pk"))
+    new4, new8 = (t.reply for t in Turn.objects.filter(deletion_id=done.pk).order_by("pk"))
     later = chat(thread, "Do I work as a nurse?")  # may draw on the rewrites
     plan = undo_plan(deletion=done)
     assert plan.restores == [m[1].pk, m[2].pk, m[4].pk, m[8].pk]
@@ -204,16 +204,16 @@ def test_cancel_stops_regeneration_and_resume_finishes_it(owner, paper_history, 
 
     monkeypatch.setattr(tasks.regeneration_run_task, "delay", lambda **kwargs: None)  # started by hand below
     done = confirm(owner, preview(owner, ids=[m[1].pk], derived="regenerate"))
-    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["pending", "pending"]
+    assert [t.status for t in Turn.objects.filter(deletion_id=done.pk)] == ["pending", "pending"]
 
     cancelled = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)
     assert cancelled.status == "executed"
-    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["failed", "failed"]
+    assert [t.status for t in Turn.objects.filter(deletion_id=done.pk)] == ["failed", "failed"]
     done.refresh_from_db()
     assert done.receipt["checks"]["regeneration"]["failed"] == [m[4].pk, m[8].pk]
     assert done.regeneration_finished_at is not None
     tasks.regeneration_run_task.run(deletion_id=done.pk)  # a late task finds nothing to do
-    assert [t.status for t in Turn.objects.filter(deletion=done)] == ["failed", "failed"]
+    assert [t.status for t in Turn.objects.filter(deletion_id=done.pk)] == ["failed", "failed"]
     again = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)  # harmless twice
     assert again.regeneration_cancelled_at == done.regeneration_cancelled_at
     plain = confirm(owner, preview(owner, ids=[m[5].pk]))
@@ -223,9 +223,9 @@ def test_cancel_stops_regeneration_and_resume_finishes_it(owner, paper_history, 
     monkeypatch.undo()
     services.deletion_resume(deletion_id=done.pk, owner_id=owner.pk)
     done.refresh_from_db()
-    assert [t.status for t in Turn.objects.filter(deletion=done).order_by("pk")] == ["done", "done"]
+    assert [t.status for t in Turn.objects.filter(deletion_id=done.pk).order_by("pk")] == ["done", "done"]
     assert done.receipt["checks"]["regeneration"]["rewritten"] == list(
-        Turn.objects.filter(deletion=done).order_by("pk").values_list("reply_id", flat=True)
+        Turn.objects.filter(deletion_id=done.pk).order_by("pk").values_list("reply_id", flat=True)
     )
     assert taint_violations(owner_id=owner.pk) == []
 
@@ -243,9 +243,12 @@ def test_an_expiry_that_regenerates_rewrites_when_it_fires(owner, paper_history)
             owner, ids=[m[1].pk], mode="expire", expire_at=timezone.now() + timedelta(hours=1), derived="regenerate"
         ),
     )
-    assert (scheduled.status, Turn.objects.filter(deletion=scheduled).count()) == ("scheduled", 0)
+    assert (scheduled.status, Turn.objects.filter(deletion_id=scheduled.pk).count()) == ("scheduled", 0)
     fired = services.deletion_fire(deletion_id=scheduled.pk, now=scheduled.expire_at + timedelta(seconds=1))
     fired.refresh_from_db()
-    assert [t.replaces for t in Turn.objects.filter(deletion=fired, status="done").order_by("pk")] == [m[4].pk, m[8].pk]
+    assert [t.replaces for t in Turn.objects.filter(deletion_id=fired.pk, status="done").order_by("pk")] == [
+        m[4].pk,
+        m[8].pk,
+    ]
     assert fired.receipt["checks"]["regeneration"]["passed"] is True
     assert taint_violations(owner_id=owner.pk) == []

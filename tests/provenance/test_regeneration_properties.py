@@ -71,7 +71,7 @@ def test_regeneration_rewrites_exactly_the_surviving_questions_from_live_context
 
         statuses = dict(Message.objects.filter(owner=owner).values_list("id", "status"))
         assert {p for p in pk if statuses[p] not in LIVE} == {pk[i] for i in dep}
-        turns = list(Turn.objects.filter(deletion=done).order_by("replaces"))
+        turns = list(Turn.objects.filter(deletion_id=done.pk).order_by("replaces"))
         assert [t.replaces for t in turns] == expected
         assert all(t.status == "done" for t in turns)
         replies = [t.reply for t in turns]

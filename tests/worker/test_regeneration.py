@@ -93,7 +93,9 @@ def test_turns_in_flight_while_regenerating_deletions_run_leave_no_taint(start_w
         check = deletion.receipt["checks"]["regeneration"]
         assert (check["context_violations"], check["taint_violations"], check["pending"]) == ([], [], [])
     # Every live rewritten reply's context is live now, too.
-    rewritten = Turn.objects.filter(deletion__in=done, reply__status="active").values_list("reply_id", flat=True)
+    rewritten = Turn.objects.filter(
+        deletion_id__in=[deletion.pk for deletion in done], reply__status="active"
+    ).values_list("reply_id", flat=True)
     sources = ContextEdge.objects.filter(target_id__in=list(rewritten)).values_list("source__status", flat=True)
     assert set(sources) <= {"active"}
     assert len(rewritten) > 0
