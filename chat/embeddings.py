@@ -1,7 +1,11 @@
-"""Embedders: text -> unit vectors of `settings.DELLM_EMBEDDING_DIM` floats.
+"""Embedders: text -> unit vectors, of the embedder's own dimension.
 
 `offline` (default) is WordLlama, whose 256-d weights ship inside the wheel, so
-nothing is downloaded. `openai` calls any OpenAI-compatible embeddings endpoint.
+nothing is downloaded. `openai` calls any OpenAI-compatible embeddings endpoint
+(OpenAI, Ollama, vLLM...); its dimension is `DELLM_EMBEDDING_DIM`, or, when
+that is 0, probed once per process by embedding a fixed string. The database
+column has no dimension: each message records its `embedding_model`, and
+vectors are only ever compared with vectors of the same model.
 """
 
 import functools
@@ -18,7 +22,11 @@ from dellm_site.errors import UpstreamFailed
 
 class Embedder(Protocol):
     model_name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The length of its vectors."""
+        ...
 
     def embed(self, texts: list[str]) -> Sequence[list[float] | None]:
         """Unit vectors; None for a text with nothing to embed (it matches nothing)."""
@@ -50,13 +58,24 @@ class WordLlamaEmbedder:
         return [(v / n).astype(np.float32).tolist() if n > 0 else None for v, n in zip(vectors, norms, strict=True)]
 
 
+# Embedded once to learn an OpenAI-compatible model's dimension.
+DIMENSION_PROBE = "dimension probe"
+
+
 class OpenAIEmbedder:
-    def __init__(self, *, model: str, dim: int):
+    def __init__(self, *, model: str, dim: int = 0):
         from chat.llm import openai_client
 
         self._client = openai_client()
         self.model_name = model
-        self.dim = dim
+        # 0: not configured; the first call (or `dim`) learns it from the model.
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        if not self._dim:
+            self.embed([DIMENSION_PROBE])
+        return self._dim
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import openai
@@ -70,9 +89,12 @@ class OpenAIEmbedder:
                 f"The embedding service answered HTTP {exc.status_code}.", transient=exc.status_code >= 500
             ) from exc
         vectors = [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
-        if vectors and len(vectors[0]) != self.dim:
+        if vectors and not self._dim:
+            self._dim = len(vectors[0])
+        if any(len(vector) != self._dim for vector in vectors):
             raise UpstreamFailed(
-                f"The embedding model returned {len(vectors[0])}-d vectors; the database stores {self.dim}-d."
+                f"The embedding model returned {len(vectors[0])}-d vectors, not the {self._dim}-d configured "
+                "(DELLM_EMBEDDING_DIM)."
             )
         return vectors
 

@@ -59,7 +59,8 @@ class Message(models.Model):
     seq = models.PositiveBigIntegerField(help_text="Per-owner sequence number (the paper's message id).")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
-    embedding = VectorField(dimensions=settings.DELLM_EMBEDDING_DIM, null=True, blank=True)
+    # No dimension: any embedder fits; `embedding_model` says which vector space a row is in.
+    embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True, default="")
     search = models.GeneratedField(
         expression=SearchVector("content", config="english"),

@@ -34,6 +34,7 @@ from django.db import connection, transaction
 
 from chat.llm import ContextItem
 from chat.models import Message
+from chat.vector_indexes import embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
 
@@ -174,13 +175,17 @@ def query_terms(*, owner_id: int, text: str, exclude_id: int = 0, budget: int | 
 # chat/selectors.py for why it orders by distance alone: the per-owner
 # IVFFlat index). The lexical candidates: OR query through the GIN index,
 # scored by summed IDF with BM25's saturation and length normalisation.
+# The column has no dimension: __EMBEDDING__ becomes `embedding::vector(<the
+# question's dimension>)`, the expression of the per-owner, per-model IVFFlat
+# indexes (chat/vector_indexes.py), so the planner can use one; the model
+# filter keeps every other model's vectors (other dimensions) out.
 _VECTOR_CTE = """
 vec AS MATERIALIZED (
-    SELECT id, seq, embedding <=> %(query)s::vector AS distance
+    SELECT id, seq, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM chat_message
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
       AND embedding IS NOT NULL AND embedding_model = %(model)s AND %(query)s::vector IS NOT NULL
-    ORDER BY embedding <=> %(query)s::vector
+    ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
 ), vrank AS MATERIALIZED (
     SELECT id, seq, 1 - distance AS vscore, row_number() OVER (ORDER BY distance, seq DESC) AS vr FROM vec
@@ -256,11 +261,12 @@ def hybrid_retrieve(
     signals: str = "both",
     probes: int = 10,
     model: str = "",
+    dim: int = 0,
 ) -> list[ContextItem]:
     """Top-k of the owner's live messages by fused (or lexical-only) relevance, most relevant first.
 
     `query` is the question's embedding as a vector literal (None: words
-    only), compared with vectors of the same `model` only; `signals` is
+    only) of `dim` floats, compared with vectors of the same `model` only; `signals` is
     "both" (fused) or "lexical". Each item's `score` is its cosine
     similarity to the question (0 when either has no embedding)
     and `signal` says which floor it passed: vector, lexical or both.
@@ -297,6 +303,7 @@ def hybrid_retrieve(
         "question_weight": QUESTION_WEIGHT,
     }
     sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
+    sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}")
         cursor.execute(sql, params)

@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
 from chat.retrieval import hybrid_retrieve
+from chat.vector_indexes import embedding_cast
 from dellm_site.errors import NotFound, ValidationFailed
 
 _MESSAGES = Message._meta.db_table
@@ -26,13 +27,15 @@ _MESSAGES = Message._meta.db_table
 # which k rows the ordering picks. No HNSW index: under a per-owner filter
 # pgvector 0.6 returns fewer than k rows (no iterative index scans), and on
 # duplicate-heavy histories it can miss the true neighbours entirely.
+# __EMBEDDING__ is the indexes' expression, `embedding::vector(<dim>)` (the
+# column has no dimension; chat/vector_indexes.py).
 _RELEVANT_SQL = f"""
 WITH candidates AS MATERIALIZED (
-    SELECT id, seq, role, content, embedding <=> %(query)s::vector AS distance
+    SELECT id, seq, role, content, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
       AND embedding IS NOT NULL AND embedding_model = %(model)s
-    ORDER BY embedding <=> %(query)s::vector
+    ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
 ), topk AS MATERIALIZED (
     SELECT id, seq, role, content, 1 - distance AS score FROM candidates ORDER BY distance, seq DESC LIMIT %(k)s
@@ -47,10 +50,12 @@ RELEVANT_CANDIDATES = 40
 IVFFLAT_PROBES = 10
 
 # `window` and `full` take earlier messages by position; the score is still
-# recorded on the edge so the graph can show how related each one was.
+# recorded on the edge so the graph can show how related each one was (0 for
+# a message embedded by another model: never compared).
 _RECENT_SQL = f"""
 SELECT id, seq, role, content,
-       COALESCE(1 - (embedding <=> %(query)s::vector), 0) AS score
+       CASE WHEN embedding_model = %(model)s THEN COALESCE(1 - (embedding <=> %(query)s::vector), 0) ELSE 0 END
+       AS score
 FROM {_MESSAGES}
 WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s
 ORDER BY seq DESC
@@ -79,6 +84,7 @@ def context_retrieve(
     models the two kinds are never mixed in one ranking.
     """
     query = None if message.embedding is None else vector_literal(message.embedding)
+    dim = 0 if message.embedding is None else len(message.embedding)
     if policy in ("relevant", "lexical"):
         return hybrid_retrieve(
             owner_id=message.owner_id,
@@ -91,14 +97,19 @@ def context_retrieve(
             signals="both" if policy == "relevant" else "lexical",
             probes=IVFFLAT_PROBES,
             model=message.embedding_model,
+            dim=dim,
         )
     # A message with nothing to embed has no neighbours by similarity.
     if policy == "none" or (policy == "vector" and message.embedding is None):
         return []
-    params: dict[str, Any] = {"query": query, "owner": message.owner_id, "live": LIVE_STATUSES}
+    params: dict[str, Any] = {
+        "query": query,
+        "owner": message.owner_id,
+        "live": LIVE_STATUSES,
+        "model": message.embedding_model,
+    }
     if policy == "vector":
-        params["model"] = message.embedding_model
-        sql = _RELEVANT_SQL
+        sql = _RELEVANT_SQL.replace("__EMBEDDING__", embedding_cast(dim))
         params |= {
             "exclude": message.id,
             "k": k,

@@ -9,63 +9,137 @@ reaches the server as a literal. IVFFlat, not HNSW: it builds in seconds,
 scans whole lists (so soft-deleted rows cannot starve the top-k), and does not
 get lost among duplicate vectors.
 
+The column has no dimension (any embedder), and an IVFFlat index needs one,
+so each index is an expression index over `embedding::vector(<dim>)` for one
+owner and one embedding model: `... USING ivfflat ((embedding::vector(256))
+vector_cosine_ops) WHERE owner_id = 7 AND embedding_model = 'm'`. A query
+uses it when it orders by the same cast and filters on the same owner and
+model (chat/retrieval.py, chat/selectors.py: `embedding_cast`). While
+`manage.py reembed` switches models an owner can have one index per model;
+the old model's index goes once its vectors fall below the threshold.
+
 Owners below the threshold keep exact search (recall 1.0). The sync builds an
 index with about sqrt(n) lists, rebuilds it once the history has grown four
 times past that (the centroids were chosen from an older history), and drops
 indexes of owners that fell below half the threshold or no longer exist.
 """
 
+import hashlib
 import math
 import re
+from typing import NamedTuple
 
 from django.db import connection
+from psycopg import sql
 
 from chat.models import Message
 
 INDEX_PREFIX = "message_ivf_owner_"
 MIN_MESSAGES = 20_000
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
+_DIM = re.compile(r"::vector\((\d+)\)")
+# The model in the predicate, as PostgreSQL prints it back: '...'::text, quotes doubled.
+_MODEL = re.compile(r"embedding_model\)::text = '((?:[^']|'')*)'::text")
 
 
-def owner_vector_indexes() -> dict[int, int]:
-    """{owner id: number of lists} of the per-owner indexes that exist."""
+class VectorIndex(NamedTuple):
+    owner_id: int
+    model: str
+    dim: int
+    lists: int
+
+
+def index_name(owner_id: int, model: str, dim: int) -> str:
+    # Model and dimension go into the name as a digest: any model name gives a valid identifier.
+    digest = hashlib.sha1(f"{int(dim)}:{model}".encode()).hexdigest()[:10]
+    return f"{INDEX_PREFIX}{int(owner_id)}_{digest}"
+
+
+def embedding_cast(dim: int) -> str:
+    """The expression every per-owner index is built on, and a query must order by to use it."""
+    return f"embedding::vector({int(dim)})"
+
+
+def vector_indexes() -> list[VectorIndex]:
+    """The per-owner, per-model indexes that exist."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
             [Message._meta.db_table, f"{INDEX_PREFIX}%"],
         )
         rows = cursor.fetchall()
-    found = {}
+    found = []
     for name, definition in rows:
-        lists = _LISTS.search(definition)
-        found[int(name.removeprefix(INDEX_PREFIX))] = int(lists.group(1)) if lists else 0
+        lists, dim, model = _LISTS.search(definition), _DIM.search(definition), _MODEL.search(definition)
+        owner_id = int(name.removeprefix(INDEX_PREFIX).split("_")[0])
+        found.append(
+            VectorIndex(
+                owner_id=owner_id,
+                model=model.group(1).replace("''", "'") if model else "",
+                dim=int(dim.group(1)) if dim else 0,
+                lists=int(lists.group(1)) if lists else 0,
+            )
+        )
     return found
 
 
-def _embedded_counts() -> dict[int, int]:
+def owner_vector_indexes() -> dict[int, int]:
+    """{owner id: number of lists} of the per-owner indexes that exist (the largest, if several models)."""
+    found: dict[int, int] = {}
+    for index in vector_indexes():
+        found[index.owner_id] = max(found.get(index.owner_id, 0), index.lists)
+    return found
+
+
+def _embedded_counts() -> dict[tuple[int, str, int], int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT owner_id, count(*) FROM {Message._meta.db_table} WHERE embedding IS NOT NULL GROUP BY owner_id"
+            f"SELECT owner_id, embedding_model, vector_dims(embedding), count(*) FROM {Message._meta.db_table} "
+            "WHERE embedding IS NOT NULL GROUP BY 1, 2, 3"
         )
-        return dict(cursor.fetchall())
+        return {(owner, model, dim): count for owner, model, dim, count in cursor.fetchall()}
+
+
+def _create_sql(*, concurrently: str, owner_id: int, model: str, dim: int, lists: int) -> str:
+    # The model name comes from the database (settings wrote it), but it is
+    # quoted as a literal all the same, never pasted into the statement.
+    statement = sql.SQL(
+        "CREATE INDEX {concurrently}{name} ON {table} USING ivfflat (({cast}) vector_cosine_ops) "
+        "WITH (lists = {lists}) WHERE owner_id = {owner} AND embedding_model = {model}"
+    ).format(
+        concurrently=sql.SQL(concurrently),
+        name=sql.Identifier(index_name(owner_id, model, dim)),
+        table=sql.Identifier(Message._meta.db_table),
+        cast=sql.SQL(embedding_cast(dim)),
+        lists=sql.Literal(int(lists)),
+        owner=sql.Literal(int(owner_id)),
+        model=sql.Literal(model),
+    )
+    connection.ensure_connection()
+    return statement.as_string(connection.connection)
 
 
 def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list[int] | None = None) -> dict:
     """Create, rebuild or drop per-owner indexes; returns {"created": [...], "rebuilt": [...], "dropped": [...]}.
 
-    Outside a transaction the DDL runs CONCURRENTLY (chats go on); inside one
-    (tests) it runs plainly. `owner_ids` limits the sync to those owners.
+    One index per owner and embedding model (and that model's dimension);
+    the lists name owner ids. Outside a transaction the DDL runs
+    CONCURRENTLY (chats go on); inside one (tests) it runs plainly.
+    `owner_ids` limits the sync to those owners.
     """
     concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
-    existing = owner_vector_indexes()
+    existing = {(index.owner_id, index.model, index.dim): index for index in vector_indexes()}
     counts = _embedded_counts()
-    wanted = set(counts) if owner_ids is None else set(owner_ids)
+    keys = set(counts) | set(existing)
+    if owner_ids is not None:
+        keys = {key for key in keys if key[0] in owner_ids}
     done: dict[str, list[int]] = {"created": [], "rebuilt": [], "dropped": []}
     with connection.cursor() as cursor:
-        for owner_id in sorted(wanted | (set(existing) if owner_ids is None else set())):
-            count = counts.get(owner_id, 0)
-            name = f"{INDEX_PREFIX}{owner_id}"
-            lists = existing.get(owner_id)
+        for owner_id, model, dim in sorted(keys):
+            count = counts.get((owner_id, model, dim), 0)
+            name = index_name(owner_id, model, dim)
+            found = existing.get((owner_id, model, dim))
+            lists = found.lists if found else None
             if lists is not None and count < min_messages // 2:
                 cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
                 done["dropped"].append(owner_id)
@@ -74,10 +148,13 @@ def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list
                 continue
             if lists is not None:
                 cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
-            cursor.execute(
-                f"CREATE INDEX {concurrently}{name} ON {Message._meta.db_table} "
-                "USING ivfflat (embedding vector_cosine_ops) "
-                f"WITH (lists = {max(1, round(math.sqrt(count)))}) WHERE owner_id = {int(owner_id)}"
+            create = _create_sql(
+                concurrently=concurrently,
+                owner_id=owner_id,
+                model=model,
+                dim=dim,
+                lists=max(1, round(math.sqrt(count))),
             )
+            cursor.execute(create)
             done["rebuilt" if lists is not None else "created"].append(owner_id)
     return done

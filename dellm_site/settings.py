@@ -277,9 +277,10 @@ DELLM_LLM = env_choice(
 # rewrite (the user approves the exact text); off, or offline, the rule-based one.
 DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
 DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
-# The vector column's dimension is fixed when the first migration runs; a
-# different embedder needs the same dimension or a fresh database + reembed.
-DELLM_EMBEDDING_DIM = env_int("DELLM_EMBEDDING_DIM", 1536 if DELLM_EMBEDDER == "openai" else 256)
+# The embedder's vector dimension; 0 (the default for `openai`): probed once
+# per process from the model. The column has none (any embedder, any
+# dimension); switching embedders is `manage.py reembed` (README, "Retrieval").
+DELLM_EMBEDDING_DIM = env_int("DELLM_EMBEDDING_DIM", 0 if DELLM_EMBEDDER == "openai" else 256)
 DELLM_EMBEDDING_MODEL = env_str(
     "DELLM_EMBEDDING_MODEL", "text-embedding-3-small" if DELLM_EMBEDDER == "openai" else "wordllama-l2_supercat-256"
 )

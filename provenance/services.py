@@ -128,8 +128,15 @@ def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: 
     if len(query) > settings.DELLM_MAX_MESSAGE_CHARS:
         raise ValidationFailed("The text to match is too long.", fields={"semantic": "too long"})
     vector = embed_one(query)
+    # Only vectors of the configured model are comparable with the query's
+    # (during a `reembed` switch the others are left out, as in retrieval).
     matches = (
-        Message.objects.filter(owner=owner, status__in=_selectable(mode), embedding__isnull=False)
+        Message.objects.filter(
+            owner=owner,
+            status__in=_selectable(mode),
+            embedding__isnull=False,
+            embedding_model=settings.DELLM_EMBEDDING_MODEL,
+        )
         .alias(distance=CosineDistance("embedding", vector))
         .filter(distance__lte=1 - threshold)
     )

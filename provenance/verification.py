@@ -45,12 +45,15 @@ Status = DeletionRequest.Status
 # context retrieval: no index, so no neighbour is missed under the owner filter.
 # The probes are parsed into vectors once (`::vector[]`), not once per pair:
 # that cast cost 150 us a pair, 154 s for 100 probes over 10k messages.
+# A probe is compared only with vectors of its own embedding model (during a
+# `reembed` switch both kinds exist; other models' vectors may have another
+# dimension and are never comparable): the CASE guarantees the order.
 _NEIGHBOURS_SQL = f"""
 SELECT DISTINCT m.id
-FROM {Message._meta.db_table} m, unnest(%(probes)s::vector[]) AS p(vector)
+FROM {Message._meta.db_table} m, unnest(%(probes)s::vector[], %(models)s::text[]) AS p(vector, model)
 WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.embedding IS NOT NULL
-  AND NOT (m.id = ANY(%(exclude)s))
-  AND 1 - (m.embedding <=> p.vector) >= %(threshold)s
+  AND NOT (m.id = ANY(%(exclude)s)) AND m.embedding_model = p.model
+  AND CASE WHEN m.embedding_model = p.model THEN 1 - (m.embedding <=> p.vector) >= %(threshold)s ELSE false END
 """
 
 
@@ -71,6 +74,8 @@ class ForgetProbe:
     lexical_before: frozenset[int] = frozenset()
     # The owner's highest message id at execution: what the check compares.
     horizon: int = 0
+    # The embedding model of each of `vectors`.
+    models: list[str] = field(default_factory=list)
 
 
 def forget_threshold() -> float:
@@ -90,11 +95,12 @@ def _lexical_neighbours(*, owner_id: int, terms: list[QueryTerms], exclude: set[
     return found
 
 
-def _live_neighbours(*, owner_id: int, vectors: list[str], exclude: set[int]) -> set[int]:
+def _live_neighbours(*, owner_id: int, vectors: list[str], models: list[str], exclude: set[int]) -> set[int]:
     if not vectors:
         return set()
     params: dict[str, Any] = {
         "probes": vectors,
+        "models": models,
         "owner": owner_id,
         "live": list(LIVE_STATUSES),
         "exclude": sorted(exclude),
@@ -118,9 +124,13 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     root_set = set(roots)
     order = sorted(embedded.values_list("pk", flat=True), key=lambda pk: (pk not in root_set, pk))
     chosen = order[: settings.DELLM_FORGET_PROBES]
-    rows: dict[int, Any] = dict(Message.objects.filter(pk__in=chosen).values_list("pk", "embedding"))
-    vectors = [vector_literal(rows[pk]) for pk in chosen]
-    before = _live_neighbours(owner_id=owner_id, vectors=vectors, exclude=message_ids)
+    rows: dict[int, Any] = {
+        pk: (vector, model)
+        for pk, vector, model in Message.objects.filter(pk__in=chosen).values_list("pk", "embedding", "embedding_model")
+    }
+    vectors = [vector_literal(rows[pk][0]) for pk in chosen]
+    models = [rows[pk][1] for pk in chosen]
+    before = _live_neighbours(owner_id=owner_id, vectors=vectors, models=models, exclude=message_ids)
     # The same messages' words, weighed once, now: after a purge their own
     # rows no longer count in the document frequencies, and a shifted weight
     # must not pass for a new match.
@@ -132,6 +142,7 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
         vectors=vectors,
         embedded=len(order),
         neighbours_before=frozenset(before),
+        models=models,
         terms=terms,
         lexical_before=frozenset(_lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)),
         horizon=horizon,
@@ -168,7 +179,7 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     gone = sorted(set(deletion.matched_ids) | deleted)
     still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
-    after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, exclude=set())
+    after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, models=probe.models, exclude=set())
     new_neighbours = sorted(
         after
         - probe.neighbours_before

@@ -3,9 +3,12 @@
 Each request (/v1/chat/completions or /v1/embeddings) takes the next scripted behaviour:
 `("ok", text)`, `("status", code)` or `("sleep", seconds)`; when the script
 runs out, it answers "ok" with `default_text`. Requests are recorded.
+Embeddings have `embedding_dim` floats, or N for a model named "...-<N>d"
+(e.g. "fake-embed-768d"), as real embedding models differ in dimension.
 """
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +41,8 @@ class FakeOpenAI:
                 if step[0] == "status":
                     self._json(step[1], {"error": {"message": f"scripted {step[1]}", "type": "test"}})
                 elif self.path.endswith("/embeddings"):
-                    self._json(200, _embeddings(body["input"], fake.embedding_dim))
+                    sized = _MODEL_DIM.search(str(body.get("model", "")))
+                    self._json(200, _embeddings(body["input"], int(sized.group(1)) if sized else fake.embedding_dim))
                 elif body.get("stream"):
                     self._stream(step[1])
                 else:
@@ -75,6 +79,9 @@ class FakeOpenAI:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+_MODEL_DIM = re.compile(r"-(\d{1,5})d$")
 
 
 def _completion(text: str, stream: bool = False) -> dict:

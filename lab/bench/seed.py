@@ -292,7 +292,8 @@ def bench_seed(
         say(f"removed {bench_reset()} earlier bench users")
     sizes = [messages // users + (1 if i < messages % users else 0) for i in range(users)] + list(extra_sizes or [])
     first = len(bench_user_ids())
-    dim = settings.DELLM_EMBEDDING_DIM
+    # Random vectors: any dimension (the column has none); the configured one, or WordLlama's.
+    dim = settings.DELLM_EMBEDDING_DIM or 256
     model = RANDOM_MODEL if random_vectors else settings.DELLM_EMBEDDING_MODEL
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)

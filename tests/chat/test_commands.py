@@ -1,4 +1,5 @@
 from django.core.management import call_command
+from django.db import connection
 
 from chat.embeddings import get_embedder
 from chat.models import Message
@@ -47,30 +48,75 @@ def test_similarity_compares_only_vectors_of_the_questions_model(owner, thread):
     assert Message.objects.get(pk=old.pk).embedding is not None
 
 
-def test_reembed_switches_embedders_while_retrieval_keeps_working(owner, thread, openai_server, settings):
-    """WordLlama -> an OpenAI-compatible model (the fake server, 256-d) on a live history."""
+def _ids(items: list) -> list[tuple[int, str]]:
+    return sorted((item.id, item.signal) for item in items)
+
+
+def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimension(
+    owner, thread, openai_server, settings
+):
+    """WordLlama (256-d) -> an OpenAI-compatible model of 768 dimensions (the fake server), one database."""
     wordllama = get_embedder()
-    fact = make_message(
-        thread,
-        "My dog Rex chewed the sofa.",
-        embedding=wordllama.embed(["My dog Rex chewed the sofa."])[0],
-        embedding_model=wordllama.model_name,
+
+    def old(text: str) -> Message:
+        return make_message(thread, text, embedding=wordllama.embed([text])[0], embedding_model=wordllama.model_name)
+
+    rex, slippers, sleeps, nurse = (
+        old(text)
+        for text in ("My dog Rex chewed the sofa.", "Rex ate my slippers.", "Rex sleeps a lot.", "I am a nurse.")
     )
-    openai_server.embedding_dim = 256
-    settings.DELLM_EMBEDDER, settings.DELLM_EMBEDDING_MODEL = "openai", "fake-embedding"
+    old_question = old("What did Rex do?")
+    before = context_retrieve(message=old_question, policy="vector", k=10, threshold=-1, window=0)
+    assert _ids(before) == [(m.pk, "vector") for m in (rex, slippers, sleeps, nurse)]
+
+    settings.DELLM_EMBEDDER, settings.DELLM_EMBEDDING_MODEL, settings.DELLM_EMBEDDING_DIM = (
+        "openai",
+        "fake-embed-768d",
+        0,
+    )
     get_embedder.cache_clear()
     try:
-        question = make_message(thread, "What did Rex do?", embedding=get_embedder().embed(["What did Rex do?"])[0])
-        Message.objects.filter(pk=question.pk).update(embedding_model="fake-embedding")
-        question.refresh_from_db()
-        # Mid-switch: the fact has only an old-model vector. Similarity leaves
-        # it out (never compared with the new model's), words still find it.
-        assert context_retrieve(message=question, policy="vector", k=5, threshold=-1, window=0) == []
-        mid = context_retrieve(message=question, policy="relevant", k=5, threshold=-1, window=0)
-        assert [(item.id, item.signal) for item in mid] == [(fact.pk, "lexical")]
-        call_command("reembed", "--batch", "1", "--only-stale", "--no-progress")
-        after = context_retrieve(message=question, policy="relevant", k=5, threshold=-1, window=0)
-        assert [(item.id, item.signal) for item in after] == [(fact.pk, "both")]
-        assert set(Message.objects.filter(owner=owner).values_list("embedding_model", flat=True)) == {"fake-embedding"}
+        embedder = get_embedder()
+        assert embedder.dim == 768
+        question = make_message(
+            thread,
+            "What did Rex do?",
+            embedding=embedder.embed(["What did Rex do?"])[0],
+            embedding_model="fake-embed-768d",
+        )
+        during: dict[str, list] = {}
+        embed = embedder.embed
+
+        def embed_then_look(texts: list[str]) -> list:
+            # The second batch: rex and slippers are re-embedded, sleeps and nurse not yet.
+            if len(during) == 0 and texts == [sleeps.content, nurse.content]:
+                during["new"] = context_retrieve(message=question, policy="vector", k=10, threshold=-1, window=0)
+                during["fused"] = context_retrieve(message=question, policy="relevant", k=10, threshold=-1, window=0)
+                during["old"] = context_retrieve(message=old_question, policy="vector", k=10, threshold=-1, window=0)
+                during["window"] = context_retrieve(message=question, policy="window", k=10, threshold=-1, window=10)
+            return embed(texts)
+
+        embedder.embed = embed_then_look  # type: ignore[method-assign]
+        call_command("reembed", "--batch", "2", "--only-stale", "--no-progress")
+
+        # During: a new-model question sees by vector only what is re-embedded,
+        # by words everything; an old-model question only old vectors.
+        assert _ids(during["new"]) == [(rex.pk, "vector"), (slippers.pk, "vector")]
+        assert _ids(during["fused"]) == [
+            (rex.pk, "both"),
+            (slippers.pk, "both"),
+            (sleeps.pk, "lexical"),
+            (old_question.pk, "lexical"),
+        ]
+        assert _ids(during["old"]) == [(sleeps.pk, "vector"), (nurse.pk, "vector")]
+        # Position-based context: other models' messages score 0 (never compared).
+        scores = {item.id: item.score for item in during["window"]}
+        assert [scores[m.pk] == 0 for m in (rex, slippers, sleeps, nurse)] == [False, False, True, True]
+
+        after = context_retrieve(message=question, policy="vector", k=10, threshold=-1, window=0)
+        assert _ids(after) == [(m.pk, "vector") for m in (rex, slippers, sleeps, nurse, old_question)]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT DISTINCT embedding_model, vector_dims(embedding) FROM chat_message")
+            assert cursor.fetchall() == [("fake-embed-768d", 768)]
     finally:
         get_embedder.cache_clear()

@@ -35,9 +35,16 @@ def test_openai_embedder_returns_vectors_in_input_order(openai_server):
     )
 
 
-def test_openai_embedder_refuses_a_dimension_the_database_cannot_store(openai_server):
-    with pytest.raises(UpstreamFailed, match="returned 8-d vectors; the database stores 1536-d"):
+def test_openai_embedder_refuses_a_dimension_other_than_the_configured_one(openai_server):
+    with pytest.raises(UpstreamFailed, match=r"returned 8-d vectors, not the 1536-d configured"):
         OpenAIEmbedder(model="text-embedding-3-small", dim=1536).embed(["a"])
+
+
+def test_openai_embedder_probes_its_dimension_once_when_none_is_configured(openai_server):
+    embedder = OpenAIEmbedder(model="fake-embed-768d")
+    assert (embedder.dim, embedder.dim) == (768, 768)
+    assert [request["body"]["input"] for request in openai_server.requests] == [["dimension probe"]]
+    assert len(embedder.embed(["a"])[0]) == 768
 
 
 def test_openai_embedder_marks_rate_limits_transient(openai_server):

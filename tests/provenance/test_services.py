@@ -1,6 +1,7 @@
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -101,8 +102,11 @@ def test_exact_selection_is_case_insensitive_substring(owner, graph):
 
 
 def test_semantic_selection_uses_threshold(owner, thread, monkeypatch):
-    close = make_message(thread, "near", embedding=unit_vector(1))
-    make_message(thread, "far", embedding=unit_vector(2))
+    model = settings.DELLM_EMBEDDING_MODEL
+    close = make_message(thread, "near", embedding=unit_vector(1), embedding_model=model)
+    make_message(thread, "far", embedding=unit_vector(2), embedding_model=model)
+    # Another model's vector (mid-switch, another dimension) is never compared.
+    make_message(thread, "near, old model", embedding=unit_vector(1, 768), embedding_model="old-768d")
     monkeypatch.setattr(services, "embed_one", lambda text: unit_vector(1))
     assert preview(owner, semantic="anything", threshold=0.99).matched_ids == [close.pk]
     assert len(preview(owner, semantic="anything", threshold=-1).matched_ids) == 2

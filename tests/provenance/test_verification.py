@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chat.models import Message
-from provenance import services
+from provenance import services, verification
 from provenance.models import DeletionRequest
 from tests.factories import make_edge, make_message, unit_vector
 from tests.helpers import client_for
@@ -224,3 +224,16 @@ def test_forget_probe_is_bounded_and_starts_with_the_matched_messages(owner, cha
     deletion = run(owner, ids=[fact.pk])
     forget = deletion.receipt["checks"]["forget"]
     assert (forget["probes"], forget["of"], forget["passed"]) == (1, 2, True)
+
+
+def test_forget_probe_compares_only_vectors_of_the_same_model(owner, thread):
+    # Mid-switch (manage.py reembed): the same direction under another model,
+    # and another model's 768-d vectors, are never compared with the probe.
+    deleted = make_message(thread, "My passport number is X123", embedding=unit_vector(1), embedding_model="new-256d")
+    same = make_message(thread, "Noted.", embedding=unit_vector(1), embedding_model="new-256d")
+    make_message(thread, "Noted too.", embedding=unit_vector(1), embedding_model="old-256d")
+    make_message(thread, "Noted again.", embedding=unit_vector(1, 768), embedding_model="other-768d")
+    probe = verification.forget_probe(owner_id=owner.pk, message_ids={deleted.pk}, roots=[deleted.pk])
+    assert (probe.neighbours_before, probe.models) == (frozenset({same.pk}), ["new-256d"])
+    deletion = run(owner, ids=[deleted.pk])
+    assert (deletion.status, deletion.receipt["passed"]) == ("executed", True)
