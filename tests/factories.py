@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Max
 
@@ -30,7 +31,9 @@ def make_message(thread: Thread, content: str = "", role: str = "user", embeddin
         role=role,
         content=content or f"message {seq}",
         embedding=embedding,
-        **extra,
+        # A vector records the model that made it, as the services do: deletion
+        # selection and retrieval compare only vectors of the configured model.
+        **({"embedding_model": settings.DELLM_EMBEDDING_MODEL} if embedding is not None else {}) | extra,
     )
 
 
