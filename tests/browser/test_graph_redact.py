@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chat.models import Message
+from provenance.models import DeletionRequest
 from tests.browser.pages import click_node, explorer, screenshot, send, wait_graph_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -23,6 +24,12 @@ def test_forget_only_part_of_a_message_from_the_graph(signed_in):
     field.fill("I work in Lyon")
     panel.locator("[data-action=preview-redact]").click()
     expect(panel.locator(".part-form .error-text")).to_have_text("Type words that occur in #1.")
+    field.fill("work")  # also in #3, a question not built from #1: forgetting it there is not this panel's job
+    panel.locator("[data-action=preview-redact]").click()
+    expect(panel.locator(".part-form .error-text")).to_have_text(
+        "“work” is also in #3, not built from #1: choose words found only here."
+    )
+    assert DeletionRequest.objects.get(owner__username="kira").status == "cancelled"
 
     field.fill("I live in Paris")
     panel.locator("[data-action=preview-redact]").click()
@@ -39,6 +46,7 @@ def test_forget_only_part_of_a_message_from_the_graph(signed_in):
     dialog.get_by_role("button", name="Forget this part").click()
     expect(page.locator(".rewrite-progress")).to_have_text("2 of 2 replies rewritten.", timeout=30_000)
 
+    assert DeletionRequest.objects.filter(owner__username="kira", status="executed").count() == 1
     original.refresh_from_db()
     assert original.status == "deleted"
     replacement = Message.objects.get(replaces=original.pk)

@@ -150,7 +150,7 @@ export async function previewRedaction(x, message, phrase, error) {
   const elsewhere = preview.matched.filter((id) => id !== message.id && !built.has(id));
   const proposal = (preview.redactions || []).find((item) => item.message === message.id);
   if (elsewhere.length || !proposal || x.selected !== message.id) {
-    x.source.cancelDeletion?.(preview.id).catch(() => {});
+    await x.source.cancelDeletion?.(preview.id).catch(() => {});
     if (x.selected !== message.id) return;
     const seqs = elsewhere.map((id) => `#${x.node(id)?.data("seq") ?? id}`).join(" ");
     error.textContent = elsewhere.length
