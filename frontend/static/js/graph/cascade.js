@@ -1,11 +1,13 @@
 // Deleting from the graph: "Preview delete" highlights Dep(m) (the message
 // and everything derived from it) and lists why each one goes; the form
-// then picks the mode, confirms, deletes, and offers Undo. Each function
-// takes the GraphExplorer `x` (graph.js).
+// then picks the mode, confirms, deletes, and offers Undo. "Forget only
+// part" previews the same for a phrase of a user message and offers the
+// message without it (editable) in its place. Each function takes the
+// GraphExplorer `x` (graph.js).
 import { el, plural, replaceChildren, toast } from "../dom.js";
 import { importedCascadeNote } from "../imported.js";
 import { roleTag } from "../model.js";
-import { followRewrites, progressText, regenerateChoice, rewriteCost, undoSummary } from "../rewrites.js";
+import { followRewrites, progressText, redactionEditor, regenerateChoice, rewriteCost, undoSummary } from "../rewrites.js";
 import { confirmDialog, modePicker, pathLabel } from "../ui.js";
 import { captionText } from "./elements.js";
 import { center, fitBeside, showStats } from "./view.js";
@@ -126,8 +128,100 @@ export async function previewDelete(x, message) {
   );
 }
 
-async function deleteMessage(x, message, preview) {
-  const done = await x.source.confirmDeletion(preview.id);
+// Forget only `phrase` of the user message: an exact selection of the phrase.
+// Besides this message it may match only what was built from it (replies
+// quoting it), so the deletion is exactly this message's Dep(m). The server
+// proposes the message without the clauses that hold the phrase; the user
+// edits or approves it.
+export async function previewRedaction(x, message, phrase, error) {
+  error.textContent = "";
+  let preview;
+  let answer;
+  try {
+    [preview, answer] = await Promise.all([
+      x.source.previewDeletion({ select: { exact: phrase }, mode: "soft", derived: "regenerate" }),
+      x.source.dependents(message.id),
+    ]);
+  } catch (problem) {
+    error.textContent = problem.message;
+    return;
+  }
+  const built = new Set(answer.dependents.map((item) => item.id));
+  const elsewhere = preview.matched.filter((id) => id !== message.id && !built.has(id));
+  const proposal = (preview.redactions || []).find((item) => item.message === message.id);
+  if (elsewhere.length || !proposal || x.selected !== message.id) {
+    await x.source.cancelDeletion?.(preview.id).catch(() => {});
+    if (x.selected !== message.id) return;
+    const seqs = elsewhere.map((id) => `#${x.node(id)?.data("seq") ?? id}`).join(" ");
+    error.textContent = elsewhere.length
+      ? `“${phrase}” is also in ${seqs}, not built from #${message.seq}: choose words found only here.`
+      : `Nothing of #${message.seq} would be left: use Preview delete to forget it whole.`;
+    return;
+  }
+  x.preview = preview;
+  highlight(x, message.id, [...built]);
+  const seqOf = (id) => x.node(id)?.data("seq") ?? (id === message.id ? message.seq : answer.dependents.find((item) => item.id === id)?.seq);
+  const rewritten = new Set([...(preview.regenerate || []), ...proposal.regenerate]).size;
+  const editor = redactionEditor({ proposals: [proposal], originals: new Map([[message.id, message]]) });
+  const picker = modePicker({ name: `${x.uid}-redact-mode-${message.id}`, initial: "soft" });
+  const problem = el("p", { class: "error-text", role: "alert" });
+  const form = el(
+    "form",
+    { class: "preview-form redaction-form" },
+    editor.element,
+    el("p", { class: "rewrite-cost" }, rewriteCost(rewritten)),
+    picker.element,
+    problem,
+    el(
+      "div",
+      { class: "panel-actions" },
+      el("button", { type: "button", class: "btn btn-quiet", onclick: () => { x.source.cancelDeletion?.(preview.id).catch(() => {}); clearPreview(x); replaceChildren(x.previewBox); } }, "Clear preview"),
+      el("button", { type: "submit", class: "btn btn-danger", dataset: { action: "redact" } }, "Forget this part…"),
+    ),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const choice = picker.choiceOrError(problem);
+    if (!choice) return;
+    if (choice.mode === "expire") {
+      problem.textContent = "Forgetting part of a message happens now: choose soft delete or purge.";
+      return;
+    }
+    const redactions = editor.value();
+    const kept = redactions[message.id];
+    const ok = await confirmDialog({
+      title: kept ? `Forget part of #${message.seq}?` : `Delete #${message.seq}?`,
+      body: [
+        kept ? el("p", {}, `#${message.seq} will be replaced by “${kept}”; the original is removed by ${picker.describe()}.`) : el("p", {}, `#${message.seq} will be removed whole by ${picker.describe()}.`),
+        el("p", { class: "rewrite-cost" }, rewriteCost(rewritten)),
+        choice.mode === "purge" ? el("p", { class: "error-text" }, "Purged text cannot be recovered.") : null,
+      ],
+      confirmLabel: kept ? "Forget this part" : `Delete #${message.seq}`,
+      danger: true,
+    });
+    if (!ok) return;
+    try {
+      let chosen = preview;
+      if (choice.mode !== preview.mode) {
+        chosen = await x.source.previewDeletion({ select: { exact: phrase }, ...choice, derived: "regenerate" });
+        x.source.cancelDeletion?.(preview.id).catch(() => {});
+      }
+      await deleteMessage(x, message, chosen, { derived: "regenerate", redactions });
+    } catch (failure) {
+      problem.textContent = failure.message;
+    }
+  });
+  replaceChildren(
+    x.previewBox,
+    el("p", { class: "preview-summary" }, el("strong", { dataset: { count: answer.count + 1 } }, `Forgetting “${phrase}” from #${message.seq}`), answer.count ? ": what was built from it goes, its replies rewritten." : "."),
+    dependentList(x, answer.dependents, seqOf),
+    form,
+  );
+  editor.element?.querySelector("textarea")?.focus();
+}
+
+async function deleteMessage(x, message, preview, choices) {
+  const done = await x.source.confirmDeletion(preview.id, choices);
   x.closePanel();
   if (done.status === "scheduled") {
     toast(`Scheduled: #${message.seq} and what derives from it go at ${new Date(done.expire_at).toLocaleString()}.`, { kind: "success" });
@@ -150,6 +244,8 @@ async function deleteMessage(x, message, preview) {
       ? { label: "Undo", run: () => undoWithSummary(x, done) }
       : undefined;
   toast(`${plural(done.deleted.length, "message")} deleted.`, { kind: "success", action: undo });
+  // A redacted message's replacement takes its place in the graph.
+  if (Object.keys(done.redacted || {}).length) await x.refresh();
   x.host.dispatchEvent(new CustomEvent("explorer:deleted", { detail: done }));
   if (done.regeneration && x.source.deletion) watchRewrites(x, done);
   return done;

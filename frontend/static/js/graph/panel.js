@@ -4,7 +4,7 @@
 import { el, formatWhen, replaceChildren, toast } from "../dom.js";
 import { isLive, roleTag } from "../model.js";
 import { trapFocus } from "../ui.js";
-import { clearPreview, previewDelete } from "./cascade.js";
+import { clearPreview, previewDelete, previewRedaction } from "./cascade.js";
 import { captionText } from "./elements.js";
 import { center, focusOn, keepClearOfPanel, showAll } from "./view.js";
 
@@ -109,17 +109,52 @@ function actions(x, message) {
   return row;
 }
 
+// "Forget only part…": a phrase of the user message, previewed as a redaction (cascade.js).
+function partForm(x, message) {
+  const id = `${x.uid}-part-${message.id}`;
+  const phrase = el("input", { type: "text", id, class: "part-phrase", maxlength: 500, autocomplete: "off", placeholder: "Words to forget, as written" });
+  const error = el("p", { class: "error-text", role: "alert" });
+  const form = el(
+    "form",
+    { class: "part-form" },
+    el("label", { for: id }, "Forget only part…"),
+    el("div", { class: "part-row" }, phrase, el("button", { type: "submit", class: "btn btn-danger-quiet", dataset: { action: "preview-redact" } }, "Preview")),
+    error,
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const words = phrase.value.trim();
+    if (!words || !message.content.toLowerCase().includes(words.toLowerCase())) {
+      error.textContent = `Type words that occur in #${message.seq}.`;
+      phrase.focus();
+      return;
+    }
+    clearPreview(x);
+    replaceChildren(x.previewBox);
+    previewRedaction(x, message, words, error);
+  });
+  // Words selected in the message's text fill the field.
+  form.takeSelection = () => {
+    const picked = document.getSelection()?.toString().trim();
+    if (picked) phrase.value = picked;
+  };
+  return form;
+}
+
 function details(x, message) {
   const content =
     message.status === "purged"
       ? el("p", { class: "muted" }, "Purged: the text was destroyed. Only this tombstone keeps the graph's shape.")
       : el("div", { class: "panel-content" }, message.content);
+  const part = !x.readOnly && isLive(message.status) && message.role === "user" ? partForm(x, message) : null;
+  if (part) content.addEventListener("mouseup", part.takeSelection);
   // Where the cascade preview (cascade.js) draws.
   x.previewBox = el("div", { class: "preview-box", "aria-live": "polite" });
   return [
     el("p", { class: "panel-when muted small" }, formatWhen(message.created_at), message.thread ? ` · thread ${message.thread}` : ""),
     content,
     actions(x, message),
+    part,
     x.previewBox,
     el("h3", {}, "Came from"),
     neighbourList(x, message.context, message.role === "user" ? "Nothing: you wrote it." : "No earlier messages in view."),
