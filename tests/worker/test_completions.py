@@ -10,7 +10,7 @@ import pytest
 
 from chat.models import Message, Turn
 from dellm_site.auth import token_create
-from tests.asgi_server import asgi_server
+from dellm_site.celery import app as celery_app
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import pg_dump, wait_for
 
@@ -34,9 +34,9 @@ def token(owner) -> str:
 
 
 @pytest.fixture
-def asgi_url(transactional_db):
-    with asgi_server() as url:
-        yield url
+def asgi_url(upstream, asgi_server) -> str:
+    """uvicorn serving the app (tests/helpers.py AsgiServer), sending turns to `upstream`'s worker."""
+    return asgi_server({"DELLM_CELERY_QUEUE": celery_app.conf.task_default_queue}).url
 
 
 def prompts(fake: FakeOpenAI) -> list[list[dict]]:
