@@ -17,7 +17,10 @@ Under an ASGI server the waiting is asynchronous (redis.asyncio); under WSGI
 
 import json
 import logging
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import aclosing, closing
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar, cast
 
 import redis
 from asgiref.sync import sync_to_async
@@ -59,11 +62,15 @@ from chat.completions_wire import (
     model_ids,
 )
 from chat.models import Message
+from chat.streams import stream_slot_acquire, stream_slot_release, stream_slot_release_sync
 from dellm_site.errors import DomainError
 from provenance import services as deletions
 from provenance.requests import parse_deletion_request, resolve_deletion_request
 
 logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # As in the web chat (chat/views.py): a typed deletion previews as restorable.
 CHAT_DELETION_MODE = "soft"
@@ -229,11 +236,16 @@ def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Compl
     )
 
 
-def _prepare(http: HttpRequest) -> Prepared:
-    """Authenticate, throttle, validate, then store the turn (or preview a deletion). Raises CompletionError."""
+def _admit(http: HttpRequest) -> tuple[User, CompletionRequest]:
+    """Authenticate, throttle and validate; nothing is stored yet. Raises CompletionError."""
     drf_request, owner = _user(http)
     _throttle(drf_request)
     parsed = completion_request_parse(_body(http), thread_header=http.headers.get("X-DeLLM-Thread"))
+    return owner, parsed
+
+
+def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepared:
+    """Store the turn (or preview a deletion) of an admitted request. Raises CompletionError."""
     conversation = [*_without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
     last = conversation[-1]
     try:
@@ -258,12 +270,63 @@ def _prepare(http: HttpRequest) -> Prepared:
     )
 
 
-def _prepare_released(http: HttpRequest) -> Prepared:
-    """`_prepare` under ASGI: the connection goes back before the (long) wait for the reply."""
+def _released(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn` under ASGI: the connection goes back before the (long) wait for the reply."""
+
+    @wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return run
+
+
+# --- Stream slots (the per-user cap shared with /api/ streams, chat/streams.py) ---
+
+
+async def _stream_slot(owner_id: int) -> str:
+    """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis)."""
     try:
-        return _prepare(http)
+        slot = await stream_slot_acquire(owner_id)
+    except redis.RedisError as exc:
+        logger.warning("user %s: Redis refused a completion stream (%s)", owner_id, type(exc).__name__)
+        raise CompletionError(
+            "DeLLM cannot reach its event service right now; please try again.",
+            status=503,
+            type="server_error",
+            code="service_unavailable",
+            headers={"Retry-After": "5"},
+        ) from None
+    if slot is None:
+        raise CompletionError(
+            f"At most {settings.DELLM_MAX_STREAMS_PER_USER} streams may be open at once; close one first "
+            "(or ask without `stream`).",
+            status=429,
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": "5"},
+        )
+    return slot
+
+
+async def _releasing_async(events: AsyncIterator[str], owner_id: int, slot: str) -> AsyncIterator[str]:
+    """`events`, then the slot goes back: at the end, or when the server closes or cancels the stream."""
+    try:
+        async with aclosing(events) as parts:  # type: ignore[type-var]  # an async generator
+            async for part in parts:
+                yield part
     finally:
-        connections.close_all()
+        await stream_slot_release(owner_id, slot)
+
+
+def _releasing_sync(events: Iterator[str], owner_id: int, slot: str) -> Iterator[str]:
+    try:
+        with closing(events) as parts:  # type: ignore[type-var]  # a generator
+            yield from parts
+    finally:
+        stream_slot_release_sync(owner_id, slot)
 
 
 def _enqueue(prepared: Prepared) -> None:
@@ -289,23 +352,33 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         response = error_response(error)
         response["Allow"] = "POST"
         return response
-    try:
+    asgi = isinstance(request, ASGIRequest)
+
+    def on_db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         # Under ASGI the request has no thread of its own (dellm_site/asgi.py, LONG_LIVED): the
         # database work runs on a pool thread and hands its connection back.
-        prepare = (
-            sync_to_async(_prepare_released, thread_sensitive=False)
-            if isinstance(request, ASGIRequest)
-            else sync_to_async(_prepare)
-        )
-        prepared = await prepare(request)
+        return sync_to_async(_released(fn), thread_sensitive=False) if asgi else sync_to_async(fn)
+
+    slot: str | None = None
+    owner_id = 0
+    try:
+        owner, parsed = await on_db(_admit)(request)
+        owner_id = int(owner.pk)
+        if parsed.stream:
+            # Before anything is stored: a refused stream leaves no turn behind.
+            slot = await _stream_slot(owner_id)
+        prepared = await on_db(_store)(request, owner, parsed)
     except CompletionError as error:
+        await _release(owner_id=owner_id, slot=slot)
         return error_response(error)
     except Exception as exc:
+        await _release(owner_id=owner_id, slot=slot)
         return _unexpected(exc)
     if prepared.answer is not None:
-        return answer_response(prepared, asgi=isinstance(request, ASGIRequest))
+        # Complete already: the stream, if any, is over as soon as it is sent.
+        await _release(owner_id=prepared.owner_id, slot=slot)
+        return answer_response(prepared, asgi=asgi)
     assert prepared.turn_id is not None
-    asgi = isinstance(request, ASGIRequest)
     try:
         # Subscribed before the turn is enqueued: the worker cannot publish before we listen.
         if asgi:
@@ -314,10 +387,13 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
             sync_pubsub = await sync_to_async(subscribe_sync)(prepared.turn_id)
         await sync_to_async(_enqueue)(prepared)
     except (redis.RedisError, KombuError, OSError) as exc:
+        await _release(owner_id=prepared.owner_id, slot=slot)
         return await sync_to_async(_not_queued)(prepared, exc)
     if asgi:
-        if prepared.request.stream:
-            return stream_response(events_async(prepared, client, pubsub), prepared)
+        if slot is not None:
+            return stream_response(
+                _releasing_async(events_async(prepared, client, pubsub), prepared.owner_id, slot), prepared
+            )
         try:
             outcome = await wait_async(prepared, pubsub)
         finally:
@@ -326,10 +402,15 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(completion_response)(prepared, outcome)
     # Under WSGI this coroutine runs in its own event loop on the request's
     # thread; blocking Redis calls are what that thread is for.
-    if prepared.request.stream:
-        return stream_response(events_sync(prepared, sync_pubsub), prepared)
+    if slot is not None:
+        return stream_response(_releasing_sync(events_sync(prepared, sync_pubsub), prepared.owner_id, slot), prepared)
     outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
     return await sync_to_async(completion_response)(prepared, outcome)
+
+
+async def _release(*, owner_id: int, slot: str | None) -> None:
+    if slot is not None:
+        await stream_slot_release(owner_id, slot)
 
 
 def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:

@@ -21,7 +21,7 @@ async stream there, so events arrive together at the end.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -50,7 +50,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _briefly_on_db(fn: Callable[P, R]) -> Callable[P, Any]:
+def briefly_on_db(fn: Callable[P, R]) -> Callable[P, Any]:
     """Run `fn` on a pool thread and hand its database connection back when it returns.
 
     `thread_sensitive=False`: the thread returns to the executor's pool
@@ -68,14 +68,14 @@ def _briefly_on_db(fn: Callable[P, R]) -> Callable[P, Any]:
     return sync_to_async(run, thread_sensitive=False)
 
 
-@_briefly_on_db
+@briefly_on_db
 def _owner_of(request: HttpRequest, turn_id: int) -> User:
     user = cast(User, authenticate(request))
     selectors.turn_get(owner=user, turn_id=turn_id)
     return user
 
 
-@_briefly_on_db
+@briefly_on_db
 def _turn_state(owner: User, turn_id: int) -> tuple[str, dict[str, Any]]:
     turn = selectors.turn_get(owner=owner, turn_id=turn_id)
     return turn.status, dict(TurnSerializer(turn).data)
@@ -83,6 +83,35 @@ def _turn_state(owner: User, turn_id: int) -> tuple[str, dict[str, Any]]:
 
 def _unavailable(what: str) -> HttpResponseBase:
     return error(503, "service_unavailable", f"The {what} is busy; please try again shortly.", {"Retry-After": 5})
+
+
+async def stream_slot_or_refusal(owner_id: int, what: str) -> str | HttpResponseBase:
+    """One of the caller's stream slots, or the answer to give instead (429 when all are taken, 503 without Redis).
+
+    Shared by every stream of the API: the turn and import streams.
+    """
+    try:
+        slot = await stream_slot_acquire(owner_id)
+    except redis.RedisError as exc:
+        logger.warning("user %s: Redis refused a %s stream (%s)", owner_id, what, type(exc).__name__)
+        return _unavailable("event service")
+    if slot is None:
+        return error(
+            429,
+            "throttled",
+            f"At most {settings.DELLM_MAX_STREAMS_PER_USER} streams may be open at once; close one first "
+            f"(or poll the {what}).",
+            {"Retry-After": 5},
+        )
+    return slot
+
+
+def event_stream_response(events: AsyncIterator[str]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    # Tells nginx-style proxies not to buffer the stream.
+    response["X-Accel-Buffering"] = "no"
+    return response
 
 
 async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
@@ -93,37 +122,22 @@ async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
     except Exception as exc:  # the same answers as a DRF view: 401, 404, 503 ...
         return error_response(exc)
     owner_id = int(owner.pk)
-    try:
-        slot = await stream_slot_acquire(owner_id)
-    except redis.RedisError as exc:
-        logger.warning("user %s: Redis refused a turn stream (%s)", owner_id, type(exc).__name__)
-        return _unavailable("event service")
-    if slot is None:
-        return error(
-            429,
-            "throttled",
-            f"At most {settings.DELLM_MAX_STREAMS_PER_USER} turn streams may be open at once; close one first "
-            "(or poll the turn).",
-            {"Retry-After": 5},
-        )
+    slot = await stream_slot_or_refusal(owner_id, "turn")
+    if not isinstance(slot, str):
+        return slot
 
     async def release() -> None:
         await stream_slot_release(owner_id, slot)
 
-    response = StreamingHttpResponse(
+    return event_stream_response(
         turn_event_stream(
             turn_id=turn_id,
             load=lambda: _turn_state(owner, turn_id),
             timeout=settings.DELLM_SSE_TIMEOUT,
             recheck=settings.DELLM_SSE_RECHECK,
             on_close=release,
-        ),
-        content_type="text/event-stream",
+        )
     )
-    response["Cache-Control"] = "no-cache"
-    # Tells nginx-style proxies not to buffer the stream.
-    response["X-Accel-Buffering"] = "no"
-    return response
 
 
 class EventStreamRenderer(BaseRenderer):

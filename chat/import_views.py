@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from django.http import StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from rest_framework import exceptions, generics, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
+from rest_framework.views import APIView
 
+from chat.events import briefly_on_db, event_stream_response, stream_slot_or_refusal
 from chat.import_events import import_event_stream
 from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
+from chat.streams import stream_slot_release
 from dellm_site.api import Pagination, errors
+from dellm_site.api_async import authenticate, error_response
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -100,7 +105,49 @@ class ImportDetailView(generics.GenericAPIView):
         return Response(ImportJobSerializer(import_job_get(owner=request.user, job_id=job_id)).data)
 
 
-class ImportEventsView(generics.GenericAPIView):
+@briefly_on_db
+def _owner_of(request: HttpRequest, job_id: int) -> User:
+    user = cast(User, authenticate(request))
+    import_job_get(owner=user, job_id=job_id)
+    return user
+
+
+@briefly_on_db
+def _job_state(owner: User, job_id: int) -> tuple[str, dict[str, Any]]:
+    job = import_job_get(owner=owner, job_id=job_id)
+    return job.status, dict(ImportJobSerializer(job).data)
+
+
+async def import_events(request: HttpRequest, job_id: int) -> HttpResponseBase:
+    """An async view, like the turn stream (chat/events.py): no thread or database connection while it waits."""
+    if request.method != "GET":
+        return error_response(exceptions.MethodNotAllowed(request.method or ""))
+    try:
+        owner = await _owner_of(request, job_id)
+    except Exception as exc:  # the same answers as a DRF view: 401, 404, 503 ...
+        return error_response(exc)
+    owner_id = int(owner.pk)
+    slot = await stream_slot_or_refusal(owner_id, "import")
+    if not isinstance(slot, str):
+        return slot
+
+    async def release() -> None:
+        await stream_slot_release(owner_id, slot)
+
+    return event_stream_response(
+        import_event_stream(
+            job_id=job_id,
+            load=lambda: _job_state(owner, job_id),
+            timeout=settings.DELLM_SSE_TIMEOUT,
+            recheck=settings.DELLM_SSE_RECHECK,
+            on_close=release,
+        )
+    )
+
+
+class ImportEventsSchema(APIView):
+    """The OpenAPI description of `import_events` (drf-spectacular reads views' classes; this one never runs)."""
+
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
@@ -110,22 +157,15 @@ class ImportEventsView(generics.GenericAPIView):
                 description="`progress` (the import's JSON, when its counts change), then `done` or `failed`; "
                 "`timeout` after DELLM_SSE_TIMEOUT seconds.",
             ),
-            **errors(404),
+            **errors(404, 429),
         },
         summary="An import's progress as Server-Sent Events",
+        description="At most DELLM_MAX_STREAMS_PER_USER streams (turn and import streams together) per user "
+        "are open at once (429 beyond).",
     )
-    def get(self, request: Request, job_id: int) -> StreamingHttpResponse:
-        owner = request.user
-        import_job_get(owner=owner, job_id=job_id)
+    def get(self, request: Request, job_id: int) -> None:
+        raise NotImplementedError  # served by chat.import_views.import_events
 
-        def load() -> tuple[str, dict[str, Any]]:
-            job = import_job_get(owner=owner, job_id=job_id)
-            return job.status, dict(ImportJobSerializer(job).data)
 
-        response = StreamingHttpResponse(
-            import_event_stream(load=load, job_id=job_id, timeout=settings.DELLM_SSE_TIMEOUT),
-            content_type="text/event-stream",
-        )
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+import_events.cls = ImportEventsSchema  # type: ignore[attr-defined]
+import_events.initkwargs = {}  # type: ignore[attr-defined]

@@ -118,10 +118,23 @@ async def stream_slot_release(user_id: int, member: str) -> None:
         logger.warning("user %s: could not release a stream slot (it lapses on its own)", user_id)
 
 
-async def turn_subscribe(turn_id: int) -> redis.asyncio.client.PubSub:
+def stream_slot_release_sync(user_id: int, member: str) -> None:
+    """`stream_slot_release` for a stream served synchronously (WSGI)."""
+    try:
+        _client().zrem(_slots_key(user_id), member)
+    except redis.RedisError:
+        logger.warning("user %s: could not release a stream slot (it lapses on its own)", user_id)
+
+
+async def subscribe(name: str) -> redis.asyncio.client.PubSub:
+    """An asyncio subscription to the channel `name` (a turn's, an import's)."""
     pubsub = async_client().pubsub(ignore_subscribe_messages=True)
-    await pubsub.subscribe(channel(turn_id))
+    await pubsub.subscribe(name)
     return pubsub
+
+
+async def turn_subscribe(turn_id: int) -> redis.asyncio.client.PubSub:
+    return await subscribe(channel(turn_id))
 
 
 async def turn_event_stream(

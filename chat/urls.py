@@ -13,5 +13,5 @@ urlpatterns = [
     path("messages/<int:message_id>/", views.MessageDetailView.as_view(), name="message-detail"),
     path("imports/", import_views.ImportListView.as_view(), name="import-list"),
     path("imports/<int:job_id>/", import_views.ImportDetailView.as_view(), name="import-detail"),
-    path("imports/<int:job_id>/events/", import_views.ImportEventsView.as_view(), name="import-events"),
+    path("imports/<int:job_id>/events/", import_views.import_events, name="import-events"),
 ]

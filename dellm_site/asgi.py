@@ -3,8 +3,8 @@
 Django's ASGI handler runs each request inside a `ThreadSensitiveContext`: the
 first synchronous middleware call creates a one-thread executor for that
 request, and the thread lives until the response has been sent. For the turn
-stream (chat/events.py), which may stay open for minutes, that would be one
-parked thread per open stream (tests/worker/test_sse.py measures it). Its
+and import streams (chat/events.py, chat/import_views.py), which may stay open
+for minutes, that would be one parked thread per open stream (tests/worker/test_sse.py measures it). Its
 requests skip the context: the few synchronous middleware steps they take
 (none touches the database for a GET) run on asgiref's shared sync thread, and
 the view does its own database work on pool threads that it hands back at once.
@@ -19,9 +19,9 @@ from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dellm_site.settings")
 
-# The turn stream and the OpenAI-compatible completion (openai-endpoint), which
-# waits on the same turn events for as long, streaming or not.
-LONG_LIVED = re.compile(r"^/(api/turns/\d+/events/|v1/chat/completions/?)$")
+# The turn and import streams, and the OpenAI-compatible completion
+# (openai-endpoint), which waits on the same turn events for as long, streaming or not.
+LONG_LIVED = re.compile(r"^/(api/turns/\d+/events/|api/imports/\d+/events/|v1/chat/completions/?)$")
 
 
 class DeLLMASGIHandler(ASGIHandler):

@@ -145,6 +145,14 @@ def test_database_url() -> str:
 
 
 class AsgiServer:
+    """uvicorn serving `dellm_site.asgi:application` on the test database, as in production (fixture `asgi_server`).
+
+    The one uvicorn helper of the suite. A process of its own: its environment
+    (pool sizes, stream caps, the worker's queue) is the test's to set, its
+    threads can be counted, and uvicorn's logging setup never touches the
+    test process's filtered logging (dellm_site/logging.py).
+    """
+
     def __init__(self, *, env: dict[str, str], log: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -275,6 +275,36 @@ def test_completions_share_the_chat_throttle(v1, monkeypatch):
     assert Message.objects.filter(content="One too many.").count() == 0
 
 
+def test_a_stream_beyond_the_per_user_cap_is_429_and_stores_nothing(v1, owner, settings):
+    from asgiref.sync import async_to_sync
+
+    from chat.models import Turn
+    from chat.streams import stream_slot_acquire, stream_slot_release
+
+    settings.DELLM_MAX_STREAMS_PER_USER = 1
+    held = async_to_sync(stream_slot_acquire)(owner.pk)
+    assert held is not None
+    try:
+        response = post(v1, ask("One stream too many.", stream=True))
+        counts = (Message.objects.count(), Turn.objects.count())
+    finally:
+        async_to_sync(stream_slot_release)(owner.pk, held)
+    assert response.status_code == 429
+    assert error(response) | {"message": ""} == {
+        "message": "",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+    assert response["Retry-After"] == "5"
+    assert counts == (0, 0)
+    # Each served stream gives its slot back when it ends: two in a row under a cap of one.
+    for text in ("Now there is room.", "And again."):
+        answered = post(v1, ask(text, stream=True))
+        assert (answered.status_code, events(answered)[-1]) == (200, "[DONE]")
+    assert Turn.objects.filter(status="done").count() == 2
+
+
 def test_wrong_method_and_unknown_address_are_openai_errors(v1):
     response = v1.get(URL)
     assert (response.status_code, response["Allow"], error(response)["type"]) == (405, "POST", "invalid_request_error")

@@ -39,9 +39,7 @@ def test_upload_runs_the_job_and_deletes_the_file(api, owner, django_capture_on_
     }
     assert sorted(job["threads"]) == threads
     assert ImportUpload.objects.count() == 0
-    events = b"".join(api.get(f"/api/imports/{body['id']}/events/").streaming_content).decode()
-    assert events.startswith("event: done\n")
-    assert json.loads(events.split("data: ", 1)[1])["import"]["messages_imported"] == 8
+    # The events of a job: tests/worker/test_imports.py (an async view, served by uvicorn there).
 
 
 def test_malformed_conversation_is_reported_the_rest_lands(api, owner, django_capture_on_commit_callbacks):
@@ -96,9 +94,8 @@ def test_no_file_is_400(api):
 def test_another_users_import_is_404_and_lists_are_per_user(api, other_api, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         job_id = upload(api, CHATGPT).json()["id"]
-    for path in (f"/api/imports/{job_id}/", f"/api/imports/{job_id}/events/"):
-        response = other_api.get(path)
-        assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found")
+    response = other_api.get(f"/api/imports/{job_id}/")
+    assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found")
     assert other_api.get("/api/imports/").json()["count"] == 0
     listed = api.get("/api/imports/?page_size=1").json()
     assert (listed["count"], [job["id"] for job in listed["results"]]) == (1, [job_id])

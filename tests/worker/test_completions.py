@@ -9,8 +9,9 @@ import openai
 import pytest
 
 from chat.models import Message, Turn
+from chat.streams import _client, _slots_key
 from dellm_site.auth import token_create
-from tests.asgi_server import asgi_server
+from dellm_site.celery import app as celery_app
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import pg_dump, wait_for
 
@@ -34,9 +35,9 @@ def token(owner) -> str:
 
 
 @pytest.fixture
-def asgi_url(transactional_db):
-    with asgi_server() as url:
-        yield url
+def asgi_url(upstream, asgi_server) -> str:
+    """uvicorn serving the app (tests/helpers.py AsgiServer), sending turns to `upstream`'s worker."""
+    return asgi_server({"DELLM_CELERY_QUEUE": celery_app.conf.task_default_queue}).url
 
 
 def prompts(fake: FakeOpenAI) -> list[list[dict]]:
@@ -130,6 +131,8 @@ def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(up
     turn = wait_for(lambda: Turn.objects.filter(pk=turn_id, status="done").first())
     assert turn.reply.content == text
     assert Message.objects.filter(owner=owner, role="assistant").count() == 1
+    # The stream's slot went back when the client did (chat/streams.py, the per-user cap).
+    assert wait_for(lambda: _client().zcard(_slots_key(owner.pk)) == 0)
 
 
 def test_non_streaming_completion_carries_the_memories_it_used(upstream, live_server, owner, token):
