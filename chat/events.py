@@ -21,7 +21,7 @@ async stream there, so events arrive together at the end.
 """
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -114,29 +114,47 @@ def event_stream_response(events: AsyncIterator[str]) -> StreamingHttpResponse:
     return response
 
 
-async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
+async def owned_event_stream(
+    request: HttpRequest,
+    *,
+    what: str,
+    owner_of: Callable[[HttpRequest], Awaitable[User]],
+    events: Callable[[User, Callable[[], Awaitable[None]]], AsyncIterator[str]],
+) -> HttpResponseBase:
+    """Every event stream of the API (turns, imports): GET only; authenticate and
+    check the object is the caller's (the answers a DRF view gives: 401, 404,
+    503 ...); take one of the caller's stream slots (429 beyond the cap); then
+    stream `events(owner, release)`, which releases the slot when it closes.
+    """
     if request.method != "GET":
         return error_response(exceptions.MethodNotAllowed(request.method or ""))
     try:
-        owner = await _owner_of(request, turn_id)
-    except Exception as exc:  # the same answers as a DRF view: 401, 404, 503 ...
+        owner = await owner_of(request)
+    except Exception as exc:
         return error_response(exc)
     owner_id = int(owner.pk)
-    slot = await stream_slot_or_refusal(owner_id, "turn")
+    slot = await stream_slot_or_refusal(owner_id, what)
     if not isinstance(slot, str):
         return slot
 
     async def release() -> None:
         await stream_slot_release(owner_id, slot)
 
-    return event_stream_response(
-        turn_event_stream(
+    return event_stream_response(events(owner, release))
+
+
+async def turn_events(request: HttpRequest, turn_id: int) -> HttpResponseBase:
+    return await owned_event_stream(
+        request,
+        what="turn",
+        owner_of=lambda request: _owner_of(request, turn_id),
+        events=lambda owner, release: turn_event_stream(
             turn_id=turn_id,
             load=lambda: _turn_state(owner, turn_id),
             timeout=settings.DELLM_SSE_TIMEOUT,
             recheck=settings.DELLM_SSE_RECHECK,
             on_close=release,
-        )
+        ),
     )
 
 

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, generics, status
+from rest_framework import generics, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -20,14 +20,13 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
-from chat.events import briefly_on_db, event_stream_response, stream_slot_or_refusal
+from chat.events import briefly_on_db, owned_event_stream
 from chat.import_events import import_event_stream
 from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
-from chat.streams import stream_slot_release
 from dellm_site.api import Pagination, errors
-from dellm_site.api_async import authenticate, error_response
+from dellm_site.api_async import authenticate
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -120,28 +119,17 @@ def _job_state(owner: User, job_id: int) -> tuple[str, dict[str, Any]]:
 
 async def import_events(request: HttpRequest, job_id: int) -> HttpResponseBase:
     """An async view, like the turn stream (chat/events.py): no thread or database connection while it waits."""
-    if request.method != "GET":
-        return error_response(exceptions.MethodNotAllowed(request.method or ""))
-    try:
-        owner = await _owner_of(request, job_id)
-    except Exception as exc:  # the same answers as a DRF view: 401, 404, 503 ...
-        return error_response(exc)
-    owner_id = int(owner.pk)
-    slot = await stream_slot_or_refusal(owner_id, "import")
-    if not isinstance(slot, str):
-        return slot
-
-    async def release() -> None:
-        await stream_slot_release(owner_id, slot)
-
-    return event_stream_response(
-        import_event_stream(
+    return await owned_event_stream(
+        request,
+        what="import",
+        owner_of=lambda request: _owner_of(request, job_id),
+        events=lambda owner, release: import_event_stream(
             job_id=job_id,
             load=lambda: _job_state(owner, job_id),
             timeout=settings.DELLM_SSE_TIMEOUT,
             recheck=settings.DELLM_SSE_RECHECK,
             on_close=release,
-        )
+        ),
     )
 
 

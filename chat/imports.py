@@ -56,6 +56,19 @@ logger = logging.getLogger(__name__)
 EMBED_BATCH = 512
 # How often a running job saves its counts (and the SSE stream sees them).
 PROGRESS_INTERVAL_S = 0.25
+# The counters of an import job that its progress saves (and the stream shows).
+PROGRESS_FIELDS = (
+    "conversations_total",
+    "conversations_done",
+    "conversations_failed",
+    "messages_total",
+    "messages_done",
+    "messages_imported",
+    "messages_skipped",
+    "edges_created",
+    "threads",
+    "errors",
+)
 MAX_RANK = 32767
 
 
@@ -442,33 +455,9 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
             if not final and time.monotonic() - last_saved < PROGRESS_INTERVAL_S:
                 return
             last_saved = time.monotonic()
-            for name in (
-                "conversations_total",
-                "conversations_done",
-                "conversations_failed",
-                "messages_total",
-                "messages_done",
-                "messages_imported",
-                "messages_skipped",
-                "edges_created",
-                "threads",
-                "errors",
-            ):
+            for name in PROGRESS_FIELDS:
                 setattr(job, name, getattr(progress, name))
-            job.save(
-                update_fields=[
-                    "conversations_total",
-                    "conversations_done",
-                    "conversations_failed",
-                    "messages_total",
-                    "messages_done",
-                    "messages_imported",
-                    "messages_skipped",
-                    "edges_created",
-                    "threads",
-                    "errors",
-                ]
-            )
+            job.save(update_fields=list(PROGRESS_FIELDS))
             if on_progress is not None:
                 on_progress(job)
 
