@@ -5,7 +5,6 @@ from chat import events, import_views, views
 urlpatterns = [
     path("threads/", views.ThreadListView.as_view(), name="thread-list"),
     path("threads/<int:thread_id>/", views.ThreadDetailView.as_view(), name="thread-detail"),
-    path("threads/<int:thread_id>/messages/", views.ChatView.as_view(), name="thread-chat"),
     path("turns/<int:turn_id>/", views.TurnDetailView.as_view(), name="turn-detail"),
     path("turns/<int:turn_id>/events/", events.turn_events, name="turn-events"),
     path("turns/<int:turn_id>/retry/", views.TurnRetryView.as_view(), name="turn-retry"),

@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "chat",
     "provenance",
+    # Above both: the views that compose them (chat endpoint, /v1).
+    "assistant",
 ]
 # The research harness (`lab/`: benchmarks, seeder, evaluation) is not part of
 # the product; `make test`, `make bench` and `make eval` set DELLM_LAB=1, and
@@ -327,7 +329,7 @@ DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluati
 # Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.
 DELLM_CHROMIUM = env_str("DELLM_CHROMIUM", "/usr/bin/chromium")
 
-# --- HTTP API (dellm_site/api.py, chat/views.py, provenance/views.py) ----------
+# --- HTTP API (dellm_site/api.py, chat/views.py, assistant/views.py, provenance/views.py) ----------
 # Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

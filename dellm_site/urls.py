@@ -23,10 +23,11 @@ urlpatterns = [
         SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/docs.html"),
         name="api-docs",
     ),
+    path("api/", include("assistant.urls")),
     path("api/", include("chat.urls")),
     path("api/", include("provenance.urls")),
     # OpenAI-compatible: clients are given http://host/v1 as their base URL.
-    path("v1/", include("chat.completions_urls")),
+    path("v1/", include("assistant.completions_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("chat.page_urls")),
 ]

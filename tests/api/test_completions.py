@@ -9,7 +9,7 @@ import json
 import pytest
 from django.test import Client
 
-from chat.completions_views import CompletionThrottle
+from assistant.completions_views import CompletionThrottle
 from chat.embeddings import embed_one
 from chat.models import Message, Thread
 from dellm_site.auth import token_create
@@ -382,7 +382,7 @@ def test_a_replayed_deletion_request_and_its_preview_keep_no_position(v1, owner)
 def test_an_unreachable_queue_is_503_and_the_turn_fails_visibly(v1, monkeypatch):
     import redis
 
-    from chat import completions_views
+    from assistant import completions_views
     from chat.models import Turn
 
     def down(turn_id: int):

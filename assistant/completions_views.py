@@ -1,7 +1,7 @@
 """`/v1/`: the OpenAI-compatible endpoint (chat completions and models).
 
 An unmodified OpenAI client works against `http://host/v1` with a DeLLM API
-token as its key. Each completion is a DeLLM turn (chat/completions.py says
+token as its key. Each completion is a DeLLM turn (assistant/completions.py says
 how the client's transcript is matched to stored messages): the turn runs in
 the Celery worker exactly as a turn from the web app, and this view relays the
 worker's token events (chat/streams.py) as `chat.completion.chunk` events, or
@@ -40,8 +40,8 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from chat import completions, services
-from chat.completions_relay import (
+from assistant import completions
+from assistant.completions_relay import (
     Prepared,
     answer_response,
     completion_response,
@@ -54,13 +54,14 @@ from chat.completions_relay import (
     wait_async,
     wait_sync,
 )
-from chat.completions_wire import (
+from assistant.completions_wire import (
     CompletionError,
     CompletionRequest,
     completion_id,
     completion_request_parse,
     model_ids,
 )
+from chat import services
 from chat.models import Message
 from chat.streams import stream_slot_acquire, stream_slot_release, stream_slot_release_sync
 from dellm_site.errors import DomainError
@@ -72,7 +73,7 @@ logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# As in the web chat (chat/views.py): a typed deletion previews as restorable.
+# As in the web chat (assistant/views.py): a typed deletion previews as restorable.
 CHAT_DELETION_MODE = "soft"
 # Seq numbers listed by a deletion preview answered in the chat.
 PREVIEW_LISTED = 10

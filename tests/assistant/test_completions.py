@@ -1,8 +1,8 @@
-"""Matching a client's resent transcript to a thread's stored messages (chat/completions.py)."""
+"""Matching a client's resent transcript to a thread's stored messages (assistant/completions.py)."""
 
 import pytest
 
-from chat.completions import Said, completion_turn_start, thread_match, transcript_align
+from assistant.completions import Said, completion_turn_start, thread_match, transcript_align
 from chat.models import ContextEdge, Message, Thread
 from tests.factories import make_message, make_thread
 
@@ -138,7 +138,7 @@ class _Meanwhile:
 
 
 def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owner, monkeypatch):
-    from chat import completions
+    from assistant import completions
 
     thread = make_thread(owner)
     history(thread, *EXCHANGE)
@@ -159,7 +159,7 @@ def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owne
 
 
 def test_a_tail_forgotten_while_the_extension_is_embedded_stops_the_extension(owner, monkeypatch):
-    from chat import completions
+    from assistant import completions
 
     thread = make_thread(owner)
     _, reply = history(thread, *EXCHANGE)

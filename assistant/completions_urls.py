@@ -1,8 +1,8 @@
-"""`/v1/`: the OpenAI-compatible endpoint (chat/completions_views.py)."""
+"""`/v1/`: the OpenAI-compatible endpoint (assistant/completions_views.py)."""
 
 from django.urls import path, re_path
 
-from chat import completions_views
+from assistant import completions_views
 
 urlpatterns = [
     path("chat/completions", completions_views.chat_completions, name="v1-chat-completions"),

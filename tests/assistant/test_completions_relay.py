@@ -1,10 +1,10 @@
-"""The relay from the worker's turn events to OpenAI chunks (chat/completions_relay.py), event by event."""
+"""The relay from the worker's turn events to OpenAI chunks (assistant/completions_relay.py), event by event."""
 
 import json
 
-from chat.completions import Said
-from chat.completions_relay import Outcome, Prepared, Relay
-from chat.completions_wire import CompletionRequest
+from assistant.completions import Said
+from assistant.completions_relay import Outcome, Prepared, Relay
+from assistant.completions_wire import CompletionRequest
 
 
 def relay(include_usage: bool = False) -> Relay:

@@ -1,6 +1,6 @@
 """Relaying a `/v1/` turn to its client: the worker's events as OpenAI chunks, or one completion.
 
-The view (chat/completions_views.py) subscribes to the turn's channel
+The view (assistant/completions_views.py) subscribes to the turn's channel
 (chat/streams.py) before it enqueues the turn. Here the subscription is read:
 asynchronously under ASGI (redis.asyncio; no thread and no database
 connection held while waiting, the turn's state read in short
@@ -23,7 +23,7 @@ from django.db.models.functions import Length
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
-from chat.completions_wire import (
+from assistant.completions_wire import (
     DONE,
     CompletionError,
     CompletionRequest,

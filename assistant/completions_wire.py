@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.completions import Said
+from assistant.completions import Said
 
 # Roles whose text is an instruction, not conversation: passed to the model, never stored.
 SYSTEM_ROLES = ("system", "developer")
