@@ -1,4 +1,4 @@
-"""Messages for staff: read-only, by status; a purged message shows as a tombstone.
+"""Messages for staff: read-only, by status; a removed message shows as a tombstone.
 
 Nothing here edits a message: content, embedding and edges change only
 through the services, which keep the provenance graph consistent.
@@ -16,13 +16,17 @@ from chat.models import Message
 from dellm_site.admin import ReadOnlyModelAdmin
 
 TOMBSTONE = "— purged —"
+# Soft-deleted text stays in the row for the owner's undo; staff never read it.
+DELETED_MARK = "— deleted —"
 PREVIEW_CHARS = 80
 
 
 def shown_content(message: Message, *, chars: int | None = None) -> str:
-    """What the admin shows for a message's text: never anything for a purged one."""
+    """What the admin shows for a message's text: never anything of a removed (soft-deleted or purged) one."""
     if message.status == Message.Status.PURGED:
         return TOMBSTONE
+    if message.status == Message.Status.DELETED:
+        return DELETED_MARK
     return message.content if chars is None else Truncator(message.content).chars(chars)
 
 

@@ -71,7 +71,11 @@ class MessageSerializer(serializers.ModelSerializer):
         }
 
     def get_content(self, message: Message) -> str:
-        return "" if message.status == Message.Status.PURGED else message.content
+        # The owner reads their own soft-deleted text (to undo); staff pages
+        # serialize with {"staff": True} and never see removed text.
+        if message.status == Message.Status.PURGED or (self.context.get("staff") and not message.is_live):
+            return ""
+        return message.content
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_context(self, message: Message) -> list[int]:

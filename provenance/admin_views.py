@@ -150,7 +150,7 @@ def graph_elements_view(
             "truncated": window.older or window.edges_capped,
             "next": None,
         }
-        return GraphSerializer(body).data
+        return GraphSerializer(body, context={"staff": True}).data
 
     return _json(elements)
 
@@ -161,7 +161,11 @@ def graph_message_view(
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
     return _json(
-        lambda: MessageSerializer(chat_selectors.message_get(owner=owner, message_id=message_id)).data,
+        lambda: (
+            MessageSerializer(
+                chat_selectors.message_get(owner=owner, message_id=message_id), context={"staff": True}
+            ).data
+        ),
     )
 
 
