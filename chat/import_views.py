@@ -1,4 +1,4 @@
-"""HTTP API for imports of other tools' chat histories (README, "Importing chat histories")."""
+"""HTTP API for imports of other tools' chat histories (docs/IMPORT.md)."""
 
 from __future__ import annotations
 

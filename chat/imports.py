@@ -15,8 +15,8 @@ Provenance of an imported reply is unknown, so it is recorded conservatively:
 every earlier message of the same conversation branch is a source of each
 imported reply (that is what the original model saw). That is
 O(n^2) edges for a conversation of n messages, generated inside PostgreSQL by
-one INSERT ... SELECT per conversation from two id arrays (README, "Importing
-chat histories", has the measured cost).
+one INSERT ... SELECT per conversation from two id arrays (lab/README.md,
+"Importing a chat history", has the measured cost).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ LIVE = [str(s) for s in Message.LIVE]
 CANDIDATES = 40
 # RRF's constant. 60 is the original paper's (Cormack et al. 2009) for
 # lists of 1,000 documents; over 40 candidates a side and a top-5, 10 did as
-# well or better on both the CM benchmark and TOFU (README, "Retrieval").
+# well or better on both the CM benchmark and TOFU (lab/README.md, "Retrieval quality").
 RRF_K = 10
 # The lexical side reads at most about this many messages: the question's
 # lexemes are taken rarest first while their document frequencies add up to
@@ -61,7 +61,7 @@ MAX_LEXEMES = 32
 BM25_K1 = 1.2
 BM25_B = 0.75
 # Share of the question's IDF mass a message must match to pass on words
-# alone (the README's "Retrieval" has the measurement; DELLM_LEXICAL_FLOOR).
+# alone (lab/README.md, "Retrieval quality", has the measurement; DELLM_LEXICAL_FLOOR).
 LEXICAL_FLOOR = 0.35
 
 # A past question states no fact (the responder never quotes one either), so

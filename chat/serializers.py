@@ -199,7 +199,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
 class ImportInputSerializer(serializers.Serializer):
     file = serializers.FileField(
         help_text="ChatGPT's export zip or conversations.json, Claude's conversations.json, "
-        "DeLLM's export, or JSONL (README, “Importing chat histories”)."
+        "DeLLM's export, or JSONL (docs/IMPORT.md)."
     )
     format = serializers.ChoiceField(
         choices=["chatgpt", "claude", "dellm", "jsonl"], required=False, help_text="Detected when omitted."

@@ -1,4 +1,4 @@
-"""The ASGI application, served by uvicorn (Procfile `web:`, README "Running it for real").
+"""The ASGI application, served by uvicorn (Procfile `web:`, docs/DEPLOYMENT.md).
 
 Django's ASGI handler runs each request inside a `ThreadSensitiveContext`: the
 first synchronous middleware call creates a one-thread executor for that

@@ -101,7 +101,7 @@ TEMPLATES = [
 # to DELLM_DB_POOL_TIMEOUT seconds for a connection and then gets a 503 with
 # Retry-After (dellm_site/overload.py), instead of opening connections until
 # PostgreSQL refuses everyone. Size it against `max_connections`: see
-# `.env.example` ("Connection budget") and README ("Running it for real").
+# `.env.example` ("Connection budget") and docs/DEPLOYMENT.md ("Connections").
 DELLM_DB_POOL = env_bool("DELLM_DB_POOL", True)
 DELLM_DB_POOL_MIN = env_int("DELLM_DB_POOL_MIN", 0)
 # Per web process (its requests run in threads; each holds one connection while it runs).
@@ -281,14 +281,14 @@ DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
 DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
 # The embedder's vector dimension; 0 (the default for `openai`): probed once
 # per process from the model. The column has none (any embedder, any
-# dimension); switching embedders is `manage.py reembed` (README, "Retrieval").
+# dimension); switching embedders is `manage.py reembed` (docs/RETRIEVAL.md).
 DELLM_EMBEDDING_DIM = env_int("DELLM_EMBEDDING_DIM", 0 if DELLM_EMBEDDER == "openai" else 256)
 DELLM_EMBEDDING_MODEL = env_str(
     "DELLM_EMBEDDING_MODEL", "text-embedding-3-small" if DELLM_EMBEDDER == "openai" else "wordllama-l2_supercat-256"
 )
 # Cosine similarity a past message needs to enter a context. 0.25 is the
-# paper's value for OpenAI embeddings; WordLlama's scale is lower (see README,
-# "Retrieval threshold").
+# paper's value for OpenAI embeddings; WordLlama's scale is lower (lab/README.md,
+# "Retrieval quality", has the calibration).
 DELLM_CONTEXT_THRESHOLD = env_float("DELLM_CONTEXT_THRESHOLD", 0.25 if DELLM_EMBEDDER == "openai" else 0.2)
 # Default similarity for a semantic deletion selection ("forget what I said about X").
 DELLM_SEMANTIC_THRESHOLD = env_float("DELLM_SEMANTIC_THRESHOLD", 0.5 if DELLM_EMBEDDER == "openai" else 0.45)
@@ -301,7 +301,7 @@ DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
 DELLM_CONTEXT_POLICIES = ("relevant", "vector", "lexical", "window", "full", "none")
 DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", DELLM_CONTEXT_POLICIES)
 # Share of a question's word weight (IDF) a message must match to enter a
-# context on words alone (README, "Retrieval threshold").
+# context on words alone (docs/RETRIEVAL.md).
 DELLM_LEXICAL_FLOOR = env_float("DELLM_LEXICAL_FLOOR", 0.35)
 DELLM_CONTEXT_WINDOW = env_int("DELLM_CONTEXT_WINDOW", 10)
 DELLM_MAX_MESSAGE_CHARS = env_int("DELLM_MAX_MESSAGE_CHARS", 20_000)
@@ -314,7 +314,7 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
-# Importing chat histories (chat/imports.py, README "Importing chat histories"):
+# Importing chat histories (chat/imports.py, docs/IMPORT.md):
 # an upload's size in bytes, a zip's conversations.json unpacked, and what one
 # file may hold. A conversation's replies get an edge from every earlier
 # message of their branch, so its edges grow with the square of its length.

@@ -1,4 +1,4 @@
-"""Writes a bench run: REPORT.md, README_SECTION.md (for the README's "Performance"), results.json and PNG charts."""
+"""Writes a bench run: REPORT.md, README_SECTION.md (for lab/README.md, "Performance"), results.json and PNG charts."""
 
 import json
 from pathlib import Path
