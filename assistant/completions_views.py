@@ -11,8 +11,9 @@ waits. The reply commits in the worker whether or not the client is still
 there: a client that goes away mid-stream finds the whole reply in DeLLM, and
 a half one is never stored.
 
-Under an ASGI server the waiting is asynchronous (redis.asyncio); under WSGI
-(`runserver`, gunicorn threads) the same relay runs on the request's thread.
+The waiting, the stream slot and the connection release are the event-stream
+kit's (dellm_site/event_streams.py): asynchronous under an ASGI server; under
+WSGI (`runserver`, gunicorn threads) the same loop runs on the request's thread.
 """
 
 import json
