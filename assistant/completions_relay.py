@@ -1,14 +1,14 @@
 """Relaying a `/v1/` turn to its client: the worker's events as OpenAI chunks, or one completion.
 
-The view (assistant/completions_views.py) subscribes to the turn's channel
-(chat/streams.py) before it enqueues the turn. Here the subscription is read:
-asynchronously under ASGI (redis.asyncio; no thread and no database
-connection held while waiting, the turn's state read in short
-`sync_to_async` calls), or on the request's thread under WSGI. Either way the
-turn commits in the worker, whatever happens to the client.
+A formatter over the event-stream kit (dellm_site/event_streams.py): the view
+(assistant/completions_views.py) subscribes to the turn's channel
+(chat/streams.py) before it enqueues the turn; the kit's wait loop reads the
+subscription (asynchronously under ASGI, with no thread or database
+connection held between two short reads of the turn; on the request's thread
+under WSGI), and `Relay` says what each event is in OpenAI's words. Either
+way the turn commits in the worker, whatever happens to the client.
 """
 
-import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -16,9 +16,7 @@ from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 from django.db.models.functions import Length
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -34,13 +32,11 @@ from assistant.completions_wire import (
     usage,
 )
 from chat.models import Turn
-from chat.streams import _client as streams_client
-from chat.streams import channel
+from dellm_site.event_streams import Watch, event_stream_response, on_db_briefly, watch_async, watch_sync
 
 # How often a waiting request reads the turn's state itself, in case a pub/sub
 # message was lost (a Redis reconnect); the events make this a fallback only.
 STATE_CHECK_SECONDS = 2.0
-PING_SECONDS = 15.0
 
 R = TypeVar("R", bound=HttpResponseBase)
 
@@ -110,19 +106,15 @@ def turn_outcome(turn_id: int) -> Outcome | None:
     )
 
 
+# An asynchronous wait holds no connection between two reads.
+turn_outcome_briefly = on_db_briefly(turn_outcome)
+
+
 # --- Relaying the turn ---------------------------------------------------------
 
 
-def turn_outcome_released(turn_id: int) -> Outcome | None:
-    """`turn_outcome`, then the connection back: an asynchronous wait holds none between two reads."""
-    try:
-        return turn_outcome(turn_id)
-    finally:
-        connections.close_all()
-
-
-class Relay:
-    """Turns the worker's events into OpenAI chunks.
+class Relay(Watch[Outcome | None]):
+    """Turns the worker's events into OpenAI chunks (`start`, `event`, `finish`, `timeout`).
 
     Sent text cannot be taken back in this format. When the worker resets (the
     context changed under the reply, or a retry), the stream says so and then
@@ -204,6 +196,30 @@ class Relay:
         )
         return [sse_data(error.body())]
 
+    # The kit's Watch: the turn's outcome is its state (None while it runs).
+    def opening(self) -> list[str]:
+        return self.start()
+
+    def message(self, payload: dict[str, Any]) -> tuple[list[str], bool]:
+        return self.event(payload)
+
+    def state(self, state: Outcome | None) -> tuple[list[str], bool]:
+        return ([], False) if state is None else (self.finish(state), True)
+
+
+class Waiting(Watch[Outcome | None]):
+    """A non-streaming completion: nothing is sent while the turn runs; its outcome is kept."""
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
+    def message(self, payload: dict[str, Any]) -> tuple[list[str], bool]:
+        return [], payload.get("event") == "changed"
+
+    def state(self, state: Outcome | None) -> tuple[list[str], bool]:
+        self.outcome = state
+        return [], state is not None
+
 
 def _dellm(prepared: Prepared, outcome: Outcome) -> dict[str, Any]:
     return prepared.dellm | {
@@ -232,9 +248,7 @@ def turn_headers(response: R, prepared: Prepared, outcome: Outcome | None = None
 
 
 def stream_response(events: Iterator[str] | AsyncIterator[str], prepared: Prepared) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(events, content_type="text/event-stream")
-    response["X-Accel-Buffering"] = "no"
-    return turn_headers(response, prepared)
+    return turn_headers(event_stream_response(events), prepared)
 
 
 def answer_response(prepared: Prepared, *, asgi: bool) -> HttpResponseBase:
@@ -297,121 +311,39 @@ async def _aiter(parts: list[str]) -> AsyncIterator[str]:
         yield part
 
 
-# Asynchronous waiting (ASGI) ------------------------------------------------
+# Waiting for the turn (the kit's wait loop; the view subscribed before it enqueued) --------
 
 
-async def subscribe_async(turn_id: int) -> tuple[redis.asyncio.Redis, redis.asyncio.client.PubSub]:
-    client = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, **settings.DELLM_REDIS_OPTIONS)
-    pubsub = client.pubsub()
-    await pubsub.subscribe(channel(turn_id))
-    # Wait for Redis to confirm, so that nothing the worker publishes is missed.
-    while (await pubsub.get_message(timeout=2.0)) is None:
-        pass
-    return client, pubsub
+def _waiting() -> dict[str, Any]:
+    # No read before the first wait: the turn was enqueued after the subscription, so it announces its end.
+    return {"timeout": settings.DELLM_SSE_TIMEOUT, "recheck": STATE_CHECK_SECONDS, "read_first": False}
 
 
-async def events_async(
-    prepared: Prepared, client: redis.asyncio.Redis, pubsub: redis.asyncio.client.PubSub
-) -> AsyncIterator[str]:
-    relay = Relay(prepared)
-    outcome_of = sync_to_async(turn_outcome_released, thread_sensitive=False)
-    try:
-        for part in relay.start():
-            yield part
-        deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
-        next_check = time.monotonic() + STATE_CHECK_SECONDS
-        next_ping = time.monotonic() + PING_SECONDS
-        while time.monotonic() < deadline:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            check = time.monotonic() >= next_check
-            if message is not None:
-                parts, changed = relay.event(json.loads(message["data"]))
-                for part in parts:
-                    yield part
-                check = check or changed
-            if check:
-                next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = await outcome_of(prepared.turn)
-                if outcome is not None:
-                    for part in relay.finish(outcome):
-                        yield part
-                    return
-            if time.monotonic() >= next_ping:
-                next_ping = time.monotonic() + PING_SECONDS
-                yield ": ping\n\n"
-        for part in relay.timeout():
-            yield part
-    finally:
-        # Also on a client that went away (the server cancels this generator):
-        # the turn goes on in the worker and commits whole.
-        await pubsub.aclose()
-        await client.aclose()
+def events_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> AsyncIterator[str]:
+    """The chunks of a streaming completion, under ASGI. A client that goes away cancels only this
+    stream: the turn goes on in the worker and commits whole."""
+    return watch_async(pubsub, Relay(prepared), load=lambda: turn_outcome_briefly(prepared.turn), **_waiting())
 
 
 async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
-    deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
-    next_check = time.monotonic() + STATE_CHECK_SECONDS
-    outcome_of = sync_to_async(turn_outcome_released, thread_sensitive=False)
-    while time.monotonic() < deadline:
-        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-        changed = message is not None and json.loads(message["data"]).get("event") == "changed"
-        if changed or time.monotonic() >= next_check:
-            next_check = time.monotonic() + STATE_CHECK_SECONDS
-            outcome = await outcome_of(prepared.turn)
-            if outcome is not None:
-                return outcome
-    return None
-
-
-# Synchronous waiting (WSGI) -------------------------------------------------
-
-
-def subscribe_sync(turn_id: int) -> redis.client.PubSub:
-    """The turn's channel, subscribed with the blocking client (WSGI; chat.streams.turn_subscribe is async)."""
-    pubsub = streams_client().pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel(turn_id))
-    return pubsub
+    """The outcome of a non-streaming completion under ASGI; None past DELLM_SSE_TIMEOUT."""
+    waiting = Waiting()
+    async for _ in watch_async(pubsub, waiting, load=lambda: turn_outcome_briefly(prepared.turn), **_waiting()):
+        pass
+    return waiting.outcome
 
 
 def events_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Iterator[str]:
-    relay = Relay(prepared)
-    try:
-        yield from relay.start()
-        deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
-        next_check = time.monotonic() + STATE_CHECK_SECONDS
-        while time.monotonic() < deadline:
-            message = pubsub.get_message(timeout=1.0)
-            check = time.monotonic() >= next_check
-            if message is not None:
-                parts, changed = relay.event(json.loads(message["data"]))
-                yield from parts
-                check = check or changed
-            if check:
-                next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = turn_outcome(prepared.turn)
-                if outcome is not None:
-                    yield from relay.finish(outcome)
-                    return
-        yield from relay.timeout()
-    finally:
-        pubsub.close()
+    """`events_async` on the request's thread (WSGI)."""
+    return watch_sync(pubsub, Relay(prepared), load=lambda: turn_outcome(prepared.turn), **_waiting())
 
 
 def wait_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Outcome | None:
-    deadline = time.monotonic() + settings.DELLM_SSE_TIMEOUT
-    next_check = time.monotonic() + STATE_CHECK_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            message = pubsub.get_message(timeout=1.0)
-            changed = message is not None and json.loads(message["data"]).get("event") == "changed"
-            if changed or time.monotonic() >= next_check:
-                next_check = time.monotonic() + STATE_CHECK_SECONDS
-                outcome = turn_outcome(prepared.turn)
-                if outcome is not None:
-                    return outcome
-        return None
-    finally:
-        pubsub.close()
+    """`wait_async` on the request's thread (WSGI)."""
+    waiting = Waiting()
+    for _ in watch_sync(pubsub, waiting, load=lambda: turn_outcome(prepared.turn), **_waiting()):
+        pass
+    return waiting.outcome
 
 
 def completion_response(prepared: Prepared, outcome: Outcome | None) -> HttpResponse:

@@ -11,24 +11,23 @@ waits. The reply commits in the worker whether or not the client is still
 there: a client that goes away mid-stream finds the whole reply in DeLLM, and
 a half one is never stored.
 
-Under an ASGI server the waiting is asynchronous (redis.asyncio); under WSGI
-(`runserver`, gunicorn threads) the same relay runs on the request's thread.
+The waiting, the stream slot and the connection release are the event-stream
+kit's (dellm_site/event_streams.py): asynchronous under an ASGI server; under
+WSGI (`runserver`, gunicorn threads) the same loop runs on the request's thread.
 """
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import aclosing, closing
-from functools import wraps
+from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
 import redis
+import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -49,8 +48,6 @@ from assistant.completions_relay import (
     events_async,
     events_sync,
     stream_response,
-    subscribe_async,
-    subscribe_sync,
     wait_async,
     wait_sync,
 )
@@ -60,11 +57,20 @@ from assistant.completions_wire import (
     completion_id,
     completion_request_parse,
     model_ids,
+    stream_refusal,
 )
 from chat import services
 from chat.models import Message
-from chat.streams import stream_slot_acquire, stream_slot_release, stream_slot_release_sync
+from chat.streams import channel
 from dellm_site.errors import DomainError
+from dellm_site.event_streams import (
+    StreamRefused,
+    StreamSlot,
+    on_db_briefly,
+    stream_slot_take,
+    subscribe_async,
+    subscribe_sync,
+)
 from provenance import services as deletions
 from provenance.requests import parse_deletion_request, resolve_deletion_request
 
@@ -271,63 +277,15 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
     )
 
 
-def _released(fn: Callable[P, R]) -> Callable[P, R]:
-    """`fn` under ASGI: the connection goes back before the (long) wait for the reply."""
-
-    @wraps(fn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            connections.close_all()
-
-    return run
+# --- Stream slots (the per-user cap shared with /api/ streams, dellm_site/event_streams.py) ---
 
 
-# --- Stream slots (the per-user cap shared with /api/ streams, chat/streams.py) ---
-
-
-async def _stream_slot(owner_id: int) -> str:
+async def _stream_slot(owner_id: int) -> StreamSlot:
     """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis)."""
     try:
-        slot = await stream_slot_acquire(owner_id)
-    except redis.RedisError as exc:
-        logger.warning("user %s: Redis refused a completion stream (%s)", owner_id, type(exc).__name__)
-        raise CompletionError(
-            "DeLLM cannot reach its event service right now; please try again.",
-            status=503,
-            type="server_error",
-            code="service_unavailable",
-            headers={"Retry-After": "5"},
-        ) from None
-    if slot is None:
-        raise CompletionError(
-            f"At most {settings.DELLM_MAX_STREAMS_PER_USER} streams may be open at once; close one first "
-            "(or ask without `stream`).",
-            status=429,
-            type="requests",
-            code="rate_limit_exceeded",
-            headers={"Retry-After": "5"},
-        )
-    return slot
-
-
-async def _releasing_async(events: AsyncIterator[str], owner_id: int, slot: str) -> AsyncIterator[str]:
-    """`events`, then the slot goes back: at the end, or when the server closes or cancels the stream."""
-    try:
-        async with aclosing(events) as parts:  # type: ignore[type-var]  # an async generator
-            async for part in parts:
-                yield part
-    finally:
-        await stream_slot_release(owner_id, slot)
-
-
-def _releasing_sync(events: Iterator[str], owner_id: int, slot: str) -> Iterator[str]:
-    try:
-        with closing(events) as parts:  # type: ignore[type-var]  # a generator
-            yield from parts
-    finally:
-        stream_slot_release_sync(owner_id, slot)
+        return await stream_slot_take(owner_id, what="completion", instead="or ask without `stream`")
+    except StreamRefused as refused:
+        raise stream_refusal(refused) from None
 
 
 def _enqueue(prepared: Prepared) -> None:
@@ -358,60 +316,59 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     def on_db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         # Under ASGI the request has no thread of its own (dellm_site/asgi.py, LONG_LIVED): the
         # database work runs on a pool thread and hands its connection back.
-        return sync_to_async(_released(fn), thread_sensitive=False) if asgi else sync_to_async(fn)
+        return on_db_briefly(fn) if asgi else sync_to_async(fn)
 
-    slot: str | None = None
-    owner_id = 0
+    slot: StreamSlot | None = None
     try:
         owner, parsed = await on_db(_admit)(request)
-        owner_id = int(owner.pk)
         if parsed.stream:
             # Before anything is stored: a refused stream leaves no turn behind.
-            slot = await _stream_slot(owner_id)
+            slot = await _stream_slot(int(owner.pk))
         prepared = await on_db(_store)(request, owner, parsed)
     except CompletionError as error:
-        await _release(owner_id=owner_id, slot=slot)
+        await _release(slot)
         return error_response(error)
     except Exception as exc:
-        await _release(owner_id=owner_id, slot=slot)
+        await _release(slot)
         return _unexpected(exc)
     if prepared.answer is not None:
         # Complete already: the stream, if any, is over as soon as it is sent.
-        await _release(owner_id=prepared.owner_id, slot=slot)
+        await _release(slot)
         return answer_response(prepared, asgi=asgi)
     assert prepared.turn_id is not None
+    pubsub: redis.asyncio.client.PubSub | None = None
+    sync_pubsub: redis.client.PubSub | None = None
     try:
         # Subscribed before the turn is enqueued: the worker cannot publish before we listen.
         if asgi:
-            client, pubsub = await subscribe_async(prepared.turn_id)
+            pubsub = await subscribe_async(channel(prepared.turn_id))
         else:
-            sync_pubsub = await sync_to_async(subscribe_sync)(prepared.turn_id)
+            sync_pubsub = await sync_to_async(subscribe_sync)(channel(prepared.turn_id))
         await sync_to_async(_enqueue)(prepared)
     except (redis.RedisError, KombuError, OSError) as exc:
-        await _release(owner_id=prepared.owner_id, slot=slot)
-        return await sync_to_async(_not_queued)(prepared, exc)
-    if asgi:
-        if slot is not None:
-            return stream_response(
-                _releasing_async(events_async(prepared, client, pubsub), prepared.owner_id, slot), prepared
-            )
-        try:
-            outcome = await wait_async(prepared, pubsub)
-        finally:
+        if pubsub is not None:
             await pubsub.aclose()
-            await client.aclose()
+        if sync_pubsub is not None:
+            await sync_to_async(sync_pubsub.close)()
+        await _release(slot)
+        return await sync_to_async(_not_queued)(prepared, exc)
+    if pubsub is not None:
+        if slot is not None:
+            return stream_response(slot.releasing_async(events_async(prepared, pubsub)), prepared)
+        outcome = await wait_async(prepared, pubsub)
         return await sync_to_async(completion_response)(prepared, outcome)
     # Under WSGI this coroutine runs in its own event loop on the request's
     # thread; blocking Redis calls are what that thread is for.
+    assert sync_pubsub is not None
     if slot is not None:
-        return stream_response(_releasing_sync(events_sync(prepared, sync_pubsub), prepared.owner_id, slot), prepared)
+        return stream_response(slot.releasing_sync(events_sync(prepared, sync_pubsub)), prepared)
     outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
     return await sync_to_async(completion_response)(prepared, outcome)
 
 
-async def _release(*, owner_id: int, slot: str | None) -> None:
+async def _release(slot: StreamSlot | None) -> None:
     if slot is not None:
-        await stream_slot_release(owner_id, slot)
+        await slot.release()
 
 
 def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:

@@ -7,7 +7,6 @@ cannot honour (several choices, tools, images, audio, structured output) is a
 400 naming the parameter, never silently dropped.
 """
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from assistant.completions import Said
+from dellm_site.event_streams import EventStreamRenderer, StreamRefused
 
 # Roles whose text is an instruction, not conversation: passed to the model, never stored.
 SYSTEM_ROLES = ("system", "developer")
@@ -55,6 +55,21 @@ class CompletionError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def stream_refusal(refused: StreamRefused) -> CompletionError:
+    """The kit's one stream refusal in OpenAI's words: 429 `rate_limit_exceeded`, or 503 `service_unavailable`."""
+    if refused.status == 429:
+        kind, code = "requests", "rate_limit_exceeded"
+    else:
+        kind, code = "server_error", "service_unavailable"
+    return CompletionError(
+        refused.message,
+        status=refused.status,
+        type=kind,
+        code=code,
+        headers={"Retry-After": str(refused.retry_after)},
+    )
 
 
 @dataclass(frozen=True)
@@ -276,7 +291,7 @@ def chunk(
 
 
 def sse_data(payload: dict) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
+    return EventStreamRenderer.data(payload)
 
 
-DONE = "data: [DONE]\n\n"
+DONE = EventStreamRenderer.frame("[DONE]")

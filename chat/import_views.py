@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any, cast
 
 from django.conf import settings
@@ -14,36 +12,19 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.parsers import MultiPartParser
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 from rest_framework.views import APIView
 
-from chat.events import briefly_on_db, owned_event_stream
 from chat.import_events import import_event_stream
 from chat.imports import PayloadTooLarge, import_job_create, import_job_get, import_job_list
 from chat.models import ImportJob
 from chat.serializers import ImportInputSerializer, ImportJobSerializer
 from dellm_site.api import Pagination, errors
 from dellm_site.api_async import authenticate
-
-
-class EventStreamRenderer(BaseRenderer):
-    """Lets clients ask for `text/event-stream`; errors still render as JSON text.
-
-    (chat.views had it before streams-scale made the turn stream an async view
-    whose renderer only describes the schema.)
-    """
-
-    media_type = "text/event-stream"
-    format = "event-stream"
-
-    def render(
-        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
-    ) -> bytes:
-        return json.dumps(data).encode()
-
+from dellm_site.event_streams import EventStreamRenderer, on_db_briefly, owned_event_stream
 
 # Multipart framing around the file: the Content-Length check allows for it.
 _MULTIPART_SLACK = 64 * 1024
@@ -104,14 +85,14 @@ class ImportDetailView(generics.GenericAPIView):
         return Response(ImportJobSerializer(import_job_get(owner=request.user, job_id=job_id)).data)
 
 
-@briefly_on_db
+@on_db_briefly
 def _owner_of(request: HttpRequest, job_id: int) -> User:
     user = cast(User, authenticate(request))
     import_job_get(owner=user, job_id=job_id)
     return user
 
 
-@briefly_on_db
+@on_db_briefly
 def _job_state(owner: User, job_id: int) -> tuple[str, dict[str, Any]]:
     job = import_job_get(owner=owner, job_id=job_id)
     return job.status, dict(ImportJobSerializer(job).data)
@@ -123,12 +104,11 @@ async def import_events(request: HttpRequest, job_id: int) -> HttpResponseBase:
         request,
         what="import",
         owner_of=lambda request: _owner_of(request, job_id),
-        events=lambda owner, release: import_event_stream(
+        events=lambda owner: import_event_stream(
             job_id=job_id,
             load=lambda: _job_state(owner, job_id),
             timeout=settings.DELLM_SSE_TIMEOUT,
             recheck=settings.DELLM_SSE_RECHECK,
-            on_close=release,
         ),
     )
 

@@ -279,7 +279,7 @@ def test_a_stream_beyond_the_per_user_cap_is_429_and_stores_nothing(v1, owner, s
     from asgiref.sync import async_to_sync
 
     from chat.models import Turn
-    from chat.streams import stream_slot_acquire, stream_slot_release
+    from dellm_site.event_streams import stream_slot_acquire, stream_slot_release
 
     settings.DELLM_MAX_STREAMS_PER_USER = 1
     held = async_to_sync(stream_slot_acquire)(owner.pk)

@@ -9,9 +9,9 @@ import openai
 import pytest
 
 from chat.models import Message, Turn
-from chat.streams import _client, _slots_key
 from dellm_site.auth import token_create
 from dellm_site.celery import app as celery_app
+from dellm_site.event_streams import redis_client, slots_key
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import pg_dump, wait_for
 
@@ -132,7 +132,7 @@ def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(up
     assert turn.reply.content == text
     assert Message.objects.filter(owner=owner, role="assistant").count() == 1
     # The stream's slot went back when the client did (chat/streams.py, the per-user cap).
-    assert wait_for(lambda: _client().zcard(_slots_key(owner.pk)) == 0)
+    assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 0)
 
 
 def test_non_streaming_completion_carries_the_memories_it_used(upstream, live_server, owner, token):

@@ -8,7 +8,8 @@ import pytest
 
 from chat import services as chat
 from chat.models import ContextEdge, Message, Turn
-from chat.streams import _client, channel
+from chat.streams import channel
+from dellm_site.event_streams import redis_client
 from provenance import services as deletions
 from provenance.models import DeletionRequest
 from provenance.regeneration import regeneration_progress
@@ -40,7 +41,7 @@ def test_worker_rewrites_replies_in_order_and_streams_them_like_turns(start_work
     wait_for(lambda: finished([t.pk for t in asks]))
     for ask in asks:
         ask.refresh_from_db()
-    pubsub = _client().pubsub(ignore_subscribe_messages=True)
+    pubsub = redis_client().pubsub(ignore_subscribe_messages=True)
     pubsub.psubscribe(channel("*"))  # under the instance prefix (streams-scale)
 
     done = regenerate(owner, exact="I live in Oslo")
