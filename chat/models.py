@@ -178,10 +178,17 @@ class ContextEdge(models.Model):
         VECTOR = "vector"  # similar meaning: passed the cosine threshold
         LEXICAL = "lexical"  # same words: passed the full-text floor
         BOTH = "both"
+        # `target` is a reply the client or a file supplied, which derives from
+        # everything before it in its branch; stored in linear form
+        # (chat/lineage.py): from the messages since the previous such reply
+        # and from that reply.
+        TRANSCRIPT = "transcript"
+        # `source` is the system prompt the reply was generated under.
+        SYSTEM = "system"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
-    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="", db_default="")
+    signal = models.CharField(max_length=16, choices=Signal.choices, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
