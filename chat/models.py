@@ -40,6 +40,10 @@ class Message(models.Model):
         USER = "user"
         ASSISTANT = "assistant"
         SUMMARY = "summary"
+        # A `/v1` client's system prompt, stored so that the model sees only
+        # stored nodes: an input of the replies it shaped (an edge to each),
+        # never retrieved as memory (chat/retrieval.py, chat/selectors.py).
+        SYSTEM = "system"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -147,6 +151,11 @@ class Turn(models.Model):
     # records and never depends on provenance, whose services are the only
     # writers (`chat.services` creates the turn with the id they pass in).
     deletion_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The system prompt (a `system` message of the thread) the reply is
+    # generated under: a `/v1` client's instructions, read by the worker from
+    # here (never carried in the task payload) and committed with an edge to
+    # the reply. Null for every other turn.
+    system_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
