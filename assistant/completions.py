@@ -3,8 +3,10 @@
 A client of that endpoint resends the whole conversation on every request.
 DeLLM never hands that transcript to the model: the model sees DeLLM's own
 context (retrieval over the owner's stored, live messages, each with an edge
-to the reply) plus the client's system prompt. The transcript is used for
-three things only:
+to the reply) plus the client's system prompt, which is stored too: a
+`system` message of the thread (one per distinct text, reused while live),
+with an edge to each reply it shaped, never retrieved as memory
+(chat.services.turn_create). The transcript is used for three things only:
 
 1. **Which thread.** An explicit key wins: the `X-DeLLM-Thread` header, else
    `metadata.dellm_thread`, naming one of the owner's threads by id (the
@@ -18,8 +20,9 @@ three things only:
    for all of a user's conversations.
 2. **What is new.** Earlier messages are aligned by position with the thread's
    stored messages in order, removed ones included (purged rows stay as
-   tombstones). A transcript message at the position of a removed message is
-   dropped: never stored again, never shown to the model, whatever its text.
+   tombstones), system prompts left out (they hold no transcript position).
+   A transcript message at the position of a removed message is dropped:
+   never stored again, never shown to the model, whatever its text.
    That is how a replayed transcript that still holds purged text cannot bring
    it back, without DeLLM keeping any trace of that text. A message that
    differs from the live one at its position is dropped too (the client edited
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
 from django.db import transaction
+from django.db.models import QuerySet
 
 from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
@@ -92,9 +96,14 @@ class Started:
     created_thread: bool
 
 
+def _positioned(thread_id: int) -> QuerySet[Message]:
+    """The thread's messages that hold a transcript position: all but its system prompts."""
+    return Message.objects.filter(thread_id=thread_id).exclude(role=Message.Role.SYSTEM)
+
+
 def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     """Align `earlier` by position with the thread's stored messages (removed ones included)."""
-    stored = list(Message.objects.filter(thread=thread).order_by("seq").values_list("role", "status", "content"))
+    stored = list(_positioned(thread.pk).order_by("seq").values_list("role", "status", "content"))
     alignment = Alignment()
     for (role, status, content), said in zip(stored, earlier, strict=False):
         if status not in Message.LIVE:
@@ -150,7 +159,7 @@ def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
         for hit in hits.order_by("-seq")[:MATCH_CANDIDATES]:
             if hit.thread_id in candidates:
                 continue
-            if Message.objects.filter(thread_id=hit.thread_id, seq__lt=hit.seq).count() == position:
+            if _positioned(hit.thread_id).filter(seq__lt=hit.seq).count() == position:
                 candidates[hit.thread_id] = hit.thread
     best: tuple[int, object, Thread] | None = None
     for thread in candidates.values():
@@ -175,14 +184,15 @@ def _embed(new: list[Said]) -> Sequence[list[float] | None]:
     return get_embedder().embed([said.text for said in new]) if new else []
 
 
-def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said]) -> Started:
+def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said], system: str = "") -> Started:
     """Store what is new in a client's conversation and a pending turn for its last message.
 
     The caller enqueues the turn (after subscribing to its events). In one
     transaction: the thread (found or opened), the earlier messages that
     extend it (assistant ones with an edge from every earlier live message of
     the thread: their provenance is unknown, so it is taken to be everything
-    the client's model could have seen), then the user's message and its turn.
+    the client's model could have seen), then the system prompt if it is new
+    to the thread, the user's message and its turn (which records the prompt).
     Nothing is stored for dropped messages; only counts are logged.
     """
     *earlier, last = conversation
@@ -222,7 +232,7 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
                         target_id=message.pk,
                         sources=[(pk, rank, 0.0, "") for rank, pk in enumerate(sources, 1)],
                     )
-        turn = turn_create(thread=thread, content=last.text, enqueue=False)
+        turn = turn_create(thread=thread, content=last.text, enqueue=False, system=system)
     logger.info(
         "completion turn %s in thread %s: %s matched, %s stored, %s dropped (%s removed)",
         turn.pk,

@@ -31,7 +31,7 @@ from assistant.completions_wire import (
     sse_data,
     usage,
 )
-from chat.models import Turn
+from chat.models import ContextEdge, Turn
 from dellm_site.event_streams import Watch, event_stream_response, on_db_briefly, watch_async, watch_sync
 
 # How often a waiting request reads the turn's state itself, in case a pub/sub
@@ -90,8 +90,10 @@ def turn_outcome(turn_id: int) -> Outcome | None:
         return Outcome(done=False, error=turn.error or "The reply could not be generated.")
     if turn.status != Turn.Status.DONE or turn.reply is None:
         return None
+    # The memories: the question and the system prompt are not (the prompt's id is `dellm.system_message_id`).
     sources = list(
         turn.reply.in_edges.exclude(source_id=turn.user_message_id)
+        .exclude(signal=ContextEdge.Signal.SYSTEM)
         .order_by("rank")
         .annotate(chars=Length("source__content"))
         .values_list("source_id", "source__seq", "chars")

@@ -237,6 +237,7 @@ def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Compl
             "thread_id": None,
             "turn_id": None,
             "message_id": None,
+            "system_message_id": None,
             "reply_id": None,
             "context": [],
         },
@@ -258,7 +259,9 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
     try:
         if parse_deletion_request(last.text) is not None:
             return _deletion_answer(http, owner=owner, text=last.text, parsed=parsed)
-        started = completions.completion_turn_start(owner=owner, thread_id=parsed.thread_id, conversation=conversation)
+        started = completions.completion_turn_start(
+            owner=owner, thread_id=parsed.thread_id, conversation=conversation, system=parsed.system
+        )
     except DomainError as exc:
         raise _domain_error(exc) from None
     return Prepared(
@@ -271,6 +274,7 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
             "thread_id": started.thread.pk,
             "turn_id": started.turn.pk,
             "message_id": started.turn.user_message_id,
+            "system_message_id": started.turn.system_message_id,
             "stored": len(started.alignment.new),
             "dropped": started.alignment.dropped,
         },
@@ -291,7 +295,7 @@ async def _stream_slot(owner_id: int) -> StreamSlot:
 def _enqueue(prepared: Prepared) -> None:
     from chat.tasks import turn_run_task
 
-    turn_run_task.delay(turn_id=prepared.turn, system=prepared.request.system)
+    turn_run_task.delay(turn_id=prepared.turn)
 
 
 # --- Views -----------------------------------------------------------------------

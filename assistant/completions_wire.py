@@ -16,7 +16,7 @@ from django.conf import settings
 from assistant.completions import Said
 from dellm_site.event_streams import EventStreamRenderer, StreamRefused
 
-# Roles whose text is an instruction, not conversation: passed to the model, never stored.
+# Roles whose text is an instruction, not conversation: joined into one stored system prompt (never memory).
 SYSTEM_ROLES = ("system", "developer")
 CONVERSATION_ROLES = ("user", "assistant")
 # A transcript longer than this is refused (each request is aligned in full).
@@ -196,6 +196,14 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
             conversation.append(Said(role=role, text=text))
     if not conversation or conversation[-1].role != "user":
         raise CompletionError("The last message must be a user message with some text.", param="messages")
+    instructions = "\n\n".join(text for text in system if text.strip())
+    # Stored as one message of the thread (chat.services.turn_create), so bounded like one.
+    if len(instructions) > settings.DELLM_MAX_MESSAGE_CHARS:
+        raise CompletionError(
+            f"The system and developer messages together have at most {settings.DELLM_MAX_MESSAGE_CHARS} characters.",
+            param="messages",
+            code="string_above_max_length",
+        )
     if model not in model_ids():
         raise CompletionError(
             f"The model '{model}' does not exist or you do not have access to it.",
@@ -209,7 +217,7 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
         thread_id = _thread_id((metadata or {}).get("dellm_thread"), "metadata.dellm_thread")
     return CompletionRequest(
         model=model,
-        system="\n\n".join(text for text in system if text.strip()),
+        system=instructions,
         conversation=conversation,
         stream=bool(stream),
         include_usage=include_usage,

@@ -146,7 +146,7 @@ class OpenAIResponder:
     def _messages(
         self, context: list[ContextItem], user_message: str, system: str = ""
     ) -> list["ChatCompletionMessageParam"]:
-        # A client's own system prompt (the OpenAI-compatible endpoint) follows DeLLM's; it is never stored.
+        # A client's own system prompt (the OpenAI-compatible endpoint) follows DeLLM's: a stored system node.
         instructions: list[ChatCompletionMessageParam] = [{"role": "system", "content": system}] if system else []
         return [
             {"role": "system", "content": SYSTEM_PROMPT},

@@ -40,6 +40,10 @@ class Message(models.Model):
         USER = "user"
         ASSISTANT = "assistant"
         SUMMARY = "summary"
+        # A `/v1` client's system prompt, stored so that the model sees only
+        # stored nodes: an input of the replies it shaped (an edge to each),
+        # never retrieved as memory (chat/retrieval.py, chat/selectors.py).
+        SYSTEM = "system"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -147,6 +151,11 @@ class Turn(models.Model):
     # records and never depends on provenance, whose services are the only
     # writers (`chat.services` creates the turn with the id they pass in).
     deletion_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The system prompt (a `system` message of the thread) the reply is
+    # generated under: a `/v1` client's instructions, read by the worker from
+    # here (never carried in the task payload) and committed with an edge to
+    # the reply. Null for every other turn.
+    system_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -178,10 +187,17 @@ class ContextEdge(models.Model):
         VECTOR = "vector"  # similar meaning: passed the cosine threshold
         LEXICAL = "lexical"  # same words: passed the full-text floor
         BOTH = "both"
+        # `target` is a reply the client or a file supplied, which derives from
+        # everything before it in its branch; stored in linear form
+        # (chat/lineage.py): from the messages since the previous such reply
+        # and from that reply.
+        TRANSCRIPT = "transcript"
+        # `source` is the system prompt the reply was generated under.
+        SYSTEM = "system"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
-    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="", db_default="")
+    signal = models.CharField(max_length=16, choices=Signal.choices, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

@@ -37,6 +37,8 @@ from chat.models import Message
 from chat.vector_indexes import embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
+# A system prompt is an input of the replies it shaped, never a memory: no query here returns one.
+SYSTEM = str(Message.Role.SYSTEM)
 
 # Candidates each signal contributes before fusion.
 CANDIDATES = 40
@@ -183,7 +185,7 @@ _VECTOR_CTE = """
 vec AS MATERIALIZED (
     SELECT id, seq, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM chat_message
-    WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
+    WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s AND role <> %(system)s
       AND embedding IS NOT NULL AND embedding_model = %(model)s AND %(query)s::vector IS NOT NULL
     ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
@@ -198,7 +200,7 @@ terms AS MATERIALIZED (
     SELECT m.id, m.owner_id, m.seq, length(m.search) AS len,
            (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
-    WHERE %(has_terms)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s
+    WHERE %(has_terms)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 ), lexscored AS MATERIALIZED (
     -- The owner filter is applied here, past the CTE's fence, and not in
@@ -281,6 +283,7 @@ def hybrid_retrieve(
     params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
+        "system": SYSTEM,
         "exclude": exclude_id,
         "query": query,
         "model": model,
@@ -323,7 +326,8 @@ WITH terms AS MATERIALIZED (
 ), matches AS MATERIALIZED (
     SELECT m.id, m.owner_id, (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
-    WHERE m.status = ANY(%(live)s) AND NOT (m.id = ANY(%(exclude)s)) AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
+    WHERE m.status = ANY(%(live)s) AND NOT (m.id = ANY(%(exclude)s)) AND m.role <> %(system)s
+      AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 )
 SELECT id FROM matches WHERE owner_id = %(owner)s AND matched / %(mass)s::float8 >= %(floor)s::float8
 """
@@ -336,6 +340,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
     params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
+        "system": SYSTEM,
         "exclude": sorted(exclude),
         "lexemes": terms.lexemes,
         "idf": terms.idf,

@@ -33,7 +33,7 @@ _RELEVANT_SQL = f"""
 WITH candidates AS MATERIALIZED (
     SELECT id, seq, role, content, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
-    WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s
+    WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s AND role <> %(system)s
       AND embedding IS NOT NULL AND embedding_model = %(model)s
     ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
@@ -57,7 +57,7 @@ SELECT id, seq, role, content,
        CASE WHEN embedding_model = %(model)s THEN COALESCE(1 - (embedding <=> %(query)s::vector), 0) ELSE 0 END
        AS score
 FROM {_MESSAGES}
-WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s
+WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s AND role <> %(system)s
 ORDER BY seq DESC
 LIMIT %(limit)s
 """
@@ -74,7 +74,8 @@ def context_retrieve(
 ) -> list[ContextItem]:
     """The past messages that go into the context of the reply to `message`.
 
-    Always the same owner's live messages only; `message` itself is not
+    Always the same owner's live messages only, never a system prompt (an
+    input of the replies it shaped, not a memory); `message` itself is not
     included (the caller adds it as the query). Policies: `relevant` fuses
     similarity and full text (chat/retrieval.py), `vector` and `lexical` use
     one signal each, `window` and `full` take recent messages, `none` nothing.
@@ -106,6 +107,7 @@ def context_retrieve(
         "query": query,
         "owner": message.owner_id,
         "live": LIVE_STATUSES,
+        "system": str(Message.Role.SYSTEM),
         "model": message.embedding_model,
     }
     if policy == "vector":

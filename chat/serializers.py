@@ -27,8 +27,11 @@ class ContextDetailSerializer(serializers.Serializer):
     rank = serializers.IntegerField(help_text="0 for the user message the reply answers, then retrieval order.")
     score = serializers.FloatField(help_text="Cosine similarity to the user message at retrieval time.")
     signal = serializers.CharField(
-        help_text="vector (similar meaning), lexical (same words), both; empty for the user message itself "
-        "and for contexts taken by position (window, full)."
+        help_text="vector (similar meaning), lexical (same words), both; transcript: this is a reply a "
+        "client or a file supplied, which derives from everything before it in its conversation (stored "
+        "linearly: the messages since the previous such reply, and that reply); system: the system prompt "
+        "the reply was written under; empty for the user message itself and for contexts taken by position "
+        "(window, full)."
     )
 
 

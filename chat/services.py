@@ -82,21 +82,47 @@ def message_create(*, thread: Thread, role: str, content: str, embedding: list[f
     return message
 
 
-def turn_create(*, thread: Thread, content: str, policy: str | None = None, enqueue: bool = True) -> Turn:
+def turn_create(
+    *, thread: Thread, content: str, policy: str | None = None, enqueue: bool = True, system: str = ""
+) -> Turn:
     """Store the user's message and a pending turn; enqueue the turn after commit.
 
-    The task carries the turn id only. With `enqueue=False` the caller runs
-    `turn_run` itself (evaluation, management commands).
+    `system` is a client's system prompt (the OpenAI-compatible endpoint): it
+    becomes a stored `system` message of the thread, the thread's live one
+    with the very same text if there is one, else a new one just before the
+    user's message, and the turn records it (`Turn.system_message`). So the
+    model sees only stored nodes, and the prompt's edge to the reply makes
+    the reply part of its Dep. The task carries the turn id only. With
+    `enqueue=False` the caller runs `turn_run` itself (evaluation,
+    management commands, the endpoint once it listens).
     """
     policy = policy or settings.DELLM_CONTEXT_POLICY
     if policy not in settings.DELLM_CONTEXT_POLICIES:
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
     with transaction.atomic():
+        system_message = _system_message(thread=thread, text=system) if system.strip() else None
         message = message_create(thread=thread, role=Message.Role.USER, content=content)
-        turn = Turn.objects.create(owner_id=thread.owner_id, user_message=message, policy=policy)
+        turn = Turn.objects.create(
+            owner_id=thread.owner_id, user_message=message, policy=policy, system_message=system_message
+        )
         if enqueue:
             transaction.on_commit(lambda: _enqueue_turn(turn.pk))
     return turn
+
+
+def _system_message(*, thread: Thread, text: str) -> Message:
+    """The thread's live system prompt with exactly `text`, else a new one (never embedded: it is not memory).
+
+    Under the owner's lock, so two requests with a new prompt store it once.
+    A removed prompt is not reused: sent again, its text is a new input.
+    """
+    owner_lock(thread.owner_id)
+    existing = (
+        Message.objects.filter(thread=thread, role=Message.Role.SYSTEM, status__in=Message.LIVE, content=text)
+        .order_by("-seq")
+        .first()
+    )
+    return existing or message_create(thread=thread, role=Message.Role.SYSTEM, content=text)
 
 
 def _enqueue_turn(turn_id: int) -> None:
@@ -152,7 +178,8 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
         # same turn committed by another worker) commits nothing.
         if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
             raise _TurnClosed
-        needed = {item.id for item in context} | {user_message.id}
+        system_id = turn.system_message_id
+        needed = {item.id for item in context} | {user_message.id} | ({system_id} if system_id else set())
         live = set(
             Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE).values_list(
                 "pk", flat=True
@@ -179,7 +206,9 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
             owner_id=turn.owner_id,
             target_id=reply.pk,
             sources=[(user_message.id, 0, 1.0, "")]
-            + [(item.id, rank, item.score, item.signal) for rank, item in enumerate(context, 1)],
+            + [(item.id, rank, item.score, item.signal) for rank, item in enumerate(context, 1)]
+            # The system prompt the model was given, after the retrieved context.
+            + ([(system_id, len(context) + 1, 0.0, ContextEdge.Signal.SYSTEM.value)] if system_id else []),
         )
         Turn.objects.filter(pk=turn.pk).update(
             status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
@@ -210,7 +239,6 @@ def turn_run(
     on_token: Callable[[str], None] | None = None,
     on_rebuild: Callable[[], None] | None = None,
     on_running: Callable[[], None] | None = None,
-    system: str = "",
 ) -> Turn | None:
     """Generate and commit the reply of a turn.
 
@@ -218,8 +246,9 @@ def turn_run(
     the LLM outside any transaction; embed the reply; commit under the owner's
     lock if the context is still live, else rebuild the context and try again
     (at most DELLM_TURN_MAX_REBUILDS times; `on_rebuild` tells a streaming
-    client to drop the tokens it was sent). `system` is a client's own system
-    prompt (the OpenAI-compatible endpoint): passed to the model, never stored.
+    client to drop the tokens it was sent). The turn's system prompt, if it
+    has one (`Turn.system_message`), is read here and given to the model; like
+    the user's message it must be live for the reply to commit.
     Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
     `on_running` is called once the turn is marked running.
@@ -235,13 +264,20 @@ def turn_run(
     if on_running is not None:
         on_running()
     responder = get_responder()
-    # Only a /v1 turn has instructions; other turns call the responder exactly as before.
-    instructions = {"system": system} if system else {}
     for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
         message = message_embed(message_id=turn.user_message_id)
         if message is None or not message.is_live:
             return turn_fail(turn_id=turn.pk, error="Your message was deleted before the reply was ready.")
         turn.user_message = message
+        # Read again on every try: a prompt removed meanwhile fails the turn
+        # (it would be removed again with the reply), as a removed question does.
+        # Only a /v1 turn has one; other turns call the responder exactly as before.
+        instructions: dict[str, str] = {}
+        if turn.system_message_id is not None:
+            system = Message.objects.filter(pk=turn.system_message_id, status__in=Message.LIVE).first()
+            if system is None:
+                return turn_fail(turn_id=turn.pk, error="The system prompt was deleted before the reply was ready.")
+            instructions = {"system": system.content}
         context = context_retrieve(
             message=message,
             policy=turn.policy,

@@ -17,13 +17,12 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def turn_run_task(self: Task, *, turn_id: int, system: str = "") -> None:
+def turn_run_task(self: Task, *, turn_id: int) -> None:
     """Generate a turn's reply; transient upstream faults retry with backoff.
 
-    `system` is the one text a task may carry: the system prompt a client of
-    the OpenAI-compatible endpoint sent. It is an instruction, not memory: it
-    is never stored as a message (so never purged) and lives in the broker only
-    until the task is acknowledged.
+    The turn id only, like every task: a `/v1` client's system prompt is a
+    stored message the turn points at (`Turn.system_message`), read by
+    `turn_run` from the database.
 
     acks_late + reject_on_worker_lost: a worker killed mid-turn hands the turn
     to another worker. That is safe because the reply commits atomically and
@@ -37,7 +36,6 @@ def turn_run_task(self: Task, *, turn_id: int, system: str = "") -> None:
             on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
             on_running=lambda: turn_publish(turn_id, "status", {"status": "running"}),
-            system=system,
         )
     except DATABASE_TRANSIENT as exc:
         # The turn cannot even be marked failed now; past its retries the sweep re-runs or fails it.

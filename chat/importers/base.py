@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-ROLES = ("user", "assistant", "summary")
+# The roles of DeLLM's own messages (its export): `system` is a `/v1` client's
+# stored system prompt, restored with its edges like any message.
+ROLES = ("user", "assistant", "summary", "system")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django.test import Client
 
 from assistant.completions_views import CompletionThrottle
 from chat.embeddings import embed_one
-from chat.models import Message, Thread
+from chat.models import ContextEdge, Message, Thread
 from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
 from tests.factories import make_edge, make_message, make_thread
@@ -79,6 +79,7 @@ def test_completion_object_is_openais(v1, owner):
         "thread_id": message.thread_id,
         "turn_id": body["dellm"]["turn_id"],
         "message_id": message.pk,
+        "system_message_id": None,
         "reply_id": reply.pk,
         "context": [],
         "context_seqs": [],
@@ -404,3 +405,59 @@ def test_an_unreachable_queue_is_503_and_the_turn_fails_visibly(v1, monkeypatch)
         "The reply could not be queued; please retry.",
         "Hello?",
     )
+
+
+def test_a_system_prompt_is_stored_and_the_task_payload_holds_the_turn_id_only(v1, owner, monkeypatch):
+    from chat.tasks import turn_run_task
+
+    sent = []
+    delay = turn_run_task.delay
+    monkeypatch.setattr(
+        turn_run_task, "delay", lambda *args, **kwargs: sent.append((args, kwargs)) or delay(*args, **kwargs)
+    )
+    system = {"role": "system", "content": "Call me Captain."}
+    developer = {"role": "developer", "content": "Never use emoji."}
+    first = post(v1, {"model": "dellm", "messages": [system, developer, {"role": "user", "content": "Hello."}]})
+    dellm = first.json()["dellm"]
+    prompt = Message.objects.get(owner=owner, role="system")
+    # The system and developer messages, in order, are one stored node with an edge to the reply.
+    assert (dellm["system_message_id"], prompt.content) == (prompt.pk, "Call me Captain.\n\nNever use emoji.")
+    assert sent == [((), {"turn_id": dellm["turn_id"]})]
+    assert ContextEdge.objects.filter(source=prompt, target_id=dellm["reply_id"], signal="system").exists()
+    # The same prompt in the same conversation: the same node; it holds no position in the transcript.
+    again = post(
+        v1,
+        {
+            "model": "dellm",
+            "messages": [
+                system,
+                developer,
+                {"role": "user", "content": "Hello."},
+                {"role": "assistant", "content": first.json()["choices"][0]["message"]["content"]},
+                {"role": "user", "content": "Hello again."},
+            ],
+        },
+    ).json()["dellm"]
+    assert (again["thread_id"], again["system_message_id"], again["stored"], again["dropped"]) == (
+        dellm["thread_id"],
+        prompt.pk,
+        0,
+        0,
+    )
+    assert [kwargs for _, kwargs in sent] == [{"turn_id": dellm["turn_id"]}, {"turn_id": again["turn_id"]}]
+    assert list(Message.objects.filter(owner=owner).values_list("role", flat=True)) == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+
+
+def test_system_messages_longer_than_a_message_together_are_400(v1, owner, settings):
+    settings.DELLM_MAX_MESSAGE_CHARS = 10
+    parts = [{"role": "system", "content": "a" * 6}, {"role": "developer", "content": "b" * 6}]
+    response = post(v1, {"model": "dellm", "messages": [*parts, {"role": "user", "content": "hi"}]})
+    assert response.status_code == 400
+    assert (error(response)["param"], error(response)["code"]) == ("messages", "string_above_max_length")
+    assert not Message.objects.exists()

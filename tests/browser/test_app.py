@@ -170,3 +170,29 @@ def test_typed_deletion_request_goes_through_its_card(signed_in, open_page):
     page.goto("/api/docs/")
     expect(page.locator(".swagger-ui .info")).to_be_visible()
     screenshot(page, "api-docs")
+
+
+def test_a_stored_system_prompt_is_shown_as_one(open_page, transactional_db):
+    from chat import services
+
+    owner = make_user("erin")
+    thread = services.thread_create(owner=owner, title="Via the API")
+    turn = services.turn_create(thread=thread, content="I live in Paris.", enqueue=False, system="Answer in French.")
+    reply = services.turn_run(turn_id=turn.pk).reply
+    page = open_page()
+    sign_in(page, "erin")
+    prompt = page.locator(f"#m-{turn.system_message_id}")
+    expect(prompt).to_have_class(re.compile(r"\bmsg-system\b"))
+    expect(prompt.locator(".msg-author")).to_have_text("System prompt")
+    expect(prompt.locator(".chips")).to_have_count(0)
+    # The reply names it among what it was written from, and why.
+    chip = page.locator(f"#m-{reply.pk} .chip[data-id='{turn.system_message_id}']")
+    expect(chip).to_have_attribute("data-signal", "system")
+    expect(chip).to_have_attribute(
+        "title", re.compile(r"^System prompt: Answer in French\. \(used for: the system prompt")
+    )
+    screenshot(page, "chat-system-prompt")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    assert explorer(page, f"x.node({turn.system_message_id}).style('shape')") == "hexagon"
+    expect(page.get_by_role("list", name="Legend")).to_contain_text("system prompt")

@@ -11,11 +11,14 @@ def test_reembed_fills_vectors_for_messages_with_content(owner, thread):
     live = make_message(thread, "I live in Paris")
     deleted = make_message(thread, "I like tea", status="deleted")
     purged = make_message(thread, "", status="purged")
+    # Never embedded: a system prompt is not memory, so nothing may find it by meaning.
+    prompt = make_message(thread, "Answer in French.", role="system")
     call_command("reembed")
     rows = {m.pk: m for m in Message.objects.filter(owner=owner)}
     assert len(rows[live.pk].embedding) == 256
     assert len(rows[deleted.pk].embedding) == 256
     assert rows[purged.pk].embedding is None
+    assert rows[prompt.pk].embedding is None
     assert rows[live.pk].embedding_model == "wordllama-l2_supercat-256"
 
 

@@ -168,16 +168,18 @@ def test_each_conversation_is_atomic_a_failing_one_leaves_the_others(owner, monk
 
 def test_dellm_export_round_trip_same_messages_and_edges(owner, other_owner, api, other_api):
     first, second = make_thread(owner, "Paris"), make_thread(owner, "Tea")
+    # A /v1 client's stored system prompt is restored too, with its edge.
+    m0 = make_message(first, "Answer in one line.", role="system")
     m1 = make_message(first, "I live in Paris")
     m2 = make_message(second, "I like green tea")
     m3 = make_message(first, "Paris, noted", role="assistant")
     m4 = make_message(second, "Green tea from Paris", role="assistant")
-    for source, target in [(m1, m3), (m1, m4), (m2, m4), (m3, m4)]:
+    for source, target in [(m0, m3), (m1, m3), (m1, m4), (m2, m4), (m3, m4)]:
         ContextEdge.objects.create(owner=owner, source=source, target=target, rank=1, score=0.25)
     # The export is streamed (sec-hardening).
     export = b"".join(api.get("/api/export/").streaming_content)
     progress = run_import(other_owner, export)
-    assert (progress.messages_imported, progress.edges_created, progress.errors) == (4, 4, [])
+    assert (progress.messages_imported, progress.edges_created, progress.errors) == (5, 5, [])
 
     def shape(api_client):
         document = json.loads(b"".join(api_client.get("/api/export/").streaming_content))

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from chat.models import Message
-from chat.retrieval import OWNER_SEARCH, query_terms
+from chat.retrieval import OWNER_SEARCH, lexical_neighbours, query_terms
 from chat.selectors import context_retrieve
 from tests.factories import make_message, make_thread, unit_vector
 
@@ -135,3 +135,21 @@ def test_the_owner_index_serves_the_full_text_side(owner, thread, history):
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "message_owner_search_gin" in plan
+
+
+@pytest.mark.parametrize("policy", ["relevant", "vector", "lexical", "window", "full"])
+def test_a_system_prompt_is_never_retrieved(thread, history, policy):
+    # Same words and the very same vector as the question: under every policy, still no memory.
+    make_message(thread, "My dog Rex is a beagle.", role="system", embedding=unit_vector(7))
+    question = make_message(thread, "Is my dog Rex a beagle?", embedding=unit_vector(7))
+    context = retrieve(question, policy=policy)
+    assert all("beagle" not in content for content, _ in context)
+    if policy in ("relevant", "lexical", "window", "full"):
+        assert ("My dog Rex chewed the sofa again.", "" if policy in ("window", "full") else "lexical") in context
+
+
+def test_a_system_prompt_is_no_lexical_neighbour(owner, thread, history):
+    prompt = make_message(thread, "My dog Rex is a beagle.", role="system")
+    terms = query_terms(owner_id=owner.pk, text="dog Rex beagle")
+    assert lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.1) == {history["dog"].pk}
+    assert prompt.pk not in lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.0)

@@ -5,6 +5,7 @@ from chat.llm import ContextItem, OfflineResponder
 from chat.models import Message, Turn
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
+from tests.factories import make_thread
 
 
 def chat(thread, text: str) -> Turn:
@@ -166,3 +167,84 @@ def test_relevant_policy_takes_top_k_above_threshold(owner, thread):
     context = context_retrieve(message=question, policy="relevant", k=5, threshold=0.5, window=0)
     assert [item.id for item in context] == [m.pk for m in near[::-1][:5]]
     assert all(item.score == pytest.approx(1.0) for item in context)
+
+
+class RecordingResponder:
+    """Answers "ok" and records the system prompt of each call; `during` runs inside the call."""
+
+    def __init__(self, during=None):
+        self.systems: list[str] = []
+        self.during = during
+
+    def complete(self, *, context, user_message, system=""):
+        self.systems.append(system)
+        if self.during is not None:
+            self.during()
+        return "ok"
+
+
+def test_a_system_prompt_is_one_stored_node_per_text_per_thread(owner, thread):
+    first = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
+    second = services.turn_create(thread=thread, content="Hello again.", enqueue=False, system="Be brief.")
+    other = services.turn_create(thread=make_thread(owner), content="Hi.", enqueue=False, system="Be brief.")
+    changed = services.turn_create(thread=thread, content="And now?", enqueue=False, system="Be verbose.")
+    plain = services.turn_create(thread=thread, content="No prompt.", enqueue=False)
+    prompt = first.system_message
+    assert (prompt.role, prompt.content, prompt.thread_id, prompt.embedding) == ("system", "Be brief.", thread.pk, None)
+    # Stored just before the message it first served; reused while live, in its own thread only.
+    assert prompt.seq == first.user_message.seq - 1
+    assert second.system_message_id == prompt.pk
+    assert other.system_message_id not in (None, prompt.pk)
+    assert changed.system_message_id not in (None, prompt.pk)
+    assert plain.system_message_id is None
+    # A removed prompt is not reused: sent again, it is a new input.
+    Message.objects.filter(pk=prompt.pk).update(status=Message.Status.DELETED)
+    again = services.turn_create(thread=thread, content="Once more.", enqueue=False, system="Be brief.")
+    assert again.system_message_id not in (None, prompt.pk)
+    assert Message.objects.filter(owner=owner, role="system").count() == 4
+
+
+def test_the_model_gets_the_stored_prompt_and_the_reply_an_edge_from_it(owner, thread, monkeypatch):
+    responder = RecordingResponder()
+    monkeypatch.setattr(services, "get_responder", lambda: responder)
+    turn = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
+    done = services.turn_run(turn_id=turn.pk)
+    assert done.status == Turn.Status.DONE
+    assert responder.systems == ["Be brief."]
+    edges = done.reply.in_edges.order_by("rank").values_list("source_id", "rank", "score", "signal")
+    assert list(edges) == [(turn.user_message_id, 0, 1.0, ""), (turn.system_message_id, 1, 0.0, "system")]
+    assert dep_ids(owner_id=owner.pk, roots=[turn.system_message_id]) == {turn.system_message_id, done.reply.pk}
+    # A turn without a prompt calls the model exactly as before.
+    services.turn_run(turn_id=services.turn_create(thread=thread, content="Bye.", enqueue=False).pk)
+    assert responder.systems == ["Be brief.", ""]
+
+
+def test_a_turn_whose_system_prompt_was_removed_fails_without_a_reply(owner, thread, monkeypatch):
+    responder = RecordingResponder()
+    monkeypatch.setattr(services, "get_responder", lambda: responder)
+    turn = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
+    Message.objects.filter(pk=turn.system_message_id).update(status=Message.Status.PURGED, content="")
+    failed = services.turn_run(turn_id=turn.pk)
+    assert (failed.status, failed.error) == (
+        Turn.Status.FAILED,
+        "The system prompt was deleted before the reply was ready.",
+    )
+    assert responder.systems == []
+    assert not Message.objects.filter(owner=owner, role="assistant").exists()
+
+
+def test_a_system_prompt_removed_during_generation_discards_the_reply(owner, thread, monkeypatch):
+    turn = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
+    remove = lambda: Message.objects.filter(pk=turn.system_message_id).update(status=Message.Status.DELETED)  # noqa: E731
+    responder = RecordingResponder(during=remove)
+    monkeypatch.setattr(services, "get_responder", lambda: responder)
+    failed = services.turn_run(turn_id=turn.pk)
+    # Checked under the owner's lock at commit, like every context message: the reply is discarded,
+    # and the rebuild finds the prompt gone.
+    assert responder.systems == ["Be brief."]
+    assert (failed.status, failed.error) == (
+        Turn.Status.FAILED,
+        "The system prompt was deleted before the reply was ready.",
+    )
+    assert not Message.objects.filter(owner=owner, role="assistant").exists()
+    assert taint_violations(owner_id=owner.pk) == []

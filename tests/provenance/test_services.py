@@ -270,3 +270,24 @@ def test_dellm_check_names_edges_that_cross_owners(owner, other_owner, graph, ca
     err = capsys.readouterr().err
     assert f"edge {into.pk}: {graph[1].pk} -> {foreign.pk} joins messages of different owners" in err
     assert f"edge {out_of.pk}: {foreign.pk} -> {graph[6].pk} joins messages of different owners" in err
+
+
+def test_a_system_prompt_is_selected_by_its_exact_words_or_id_never_by_meaning(owner, thread):
+    from chat import services as chat_services
+    from provenance.requests import resolve_deletion_request
+
+    text = "Dana's locker code is Kestrel-4471."
+    turn = chat_services.turn_create(thread=thread, content="Hello.", enqueue=False, system=text)
+    reply = chat_services.turn_run(turn_id=turn.pk).reply
+    prompt = turn.system_message_id
+    # Never embedded, so a selection by meaning cannot reach it (its blast radius is every reply of
+    # its thread, and the client sends it again anyway); typed as a request, the same.
+    by_meaning = services.deletion_preview(owner=owner, actor=owner, mode="purge", semantic=text, threshold=0.0)
+    assert prompt not in by_meaning.matched_ids
+    request = resolve_deletion_request(owner=owner, text="Forget that Dana's locker code is Kestrel-4471")
+    assert prompt not in services.deletion_preview(owner=owner, actor=owner, mode="purge", **request).matched_ids
+    # Its exact words are that text, wherever it is: it goes, with the reply it shaped.
+    exact = services.deletion_preview(owner=owner, actor=owner, mode="purge", exact="Kestrel-4471")
+    assert (exact.matched_ids, exact.dependent_ids) == ([prompt], [reply.pk])
+    by_id = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[prompt])
+    assert (by_id.matched_ids, by_id.dependent_ids) == ([prompt], [reply.pk])

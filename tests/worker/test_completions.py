@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from chat.models import Message, Turn
+from chat.models import ContextEdge, Message, Turn
 from dellm_site.auth import token_create
 from dellm_site.celery import app as celery_app
 from dellm_site.event_streams import redis_client, slots_key
@@ -95,17 +95,19 @@ def test_a_forgotten_memory_stays_forgotten_when_the_client_replays_its_transcri
     assert seen[1]["content"] == SYSTEM
     assert all("Lyon" not in m["content"] and "Zorglub" not in m["content"] for m in seen)
     assert fact.pk not in after["context"]
-    # Everything that did reach the model is a stored, live message with an edge to the reply.
+    # Everything that did reach the model is a stored, live message with an edge to the reply,
+    # the client's system prompt included: one stored node, reused by every turn that sent it.
+    prompt = Message.objects.get(owner=owner, role="system")
+    assert (prompt.content, prompt.status, prompt.embedding) == (SYSTEM, "active", None)
+    assert first_ids["system_message_id"] == used["system_message_id"] == after["system_message_id"] == prompt.pk
     reply = Message.objects.get(pk=after["reply_id"])
     sources = {e.source_id for e in reply.in_edges.all()}
-    assert sources == {after["message_id"], *after["context"]}
+    assert sources == {after["message_id"], prompt.pk, *after["context"]}
     assert all(m.is_live for m in Message.objects.filter(pk__in=sources))
-    # Nothing came back as memory, and the client's system prompt was never stored.
+    # Nothing came back as memory.
     assert not Message.objects.filter(content__contains="Zorglub").exists()
     assert Message.objects.filter(owner=owner, status="purged").count() == 3
-    dump = pg_dump()
-    assert "Zorglub" not in dump
-    assert "7f3a" not in dump
+    assert "Zorglub" not in pg_dump()
 
     # Asked to forget it again from the client: nothing left to match, and the request is not stored.
     transcript += [{"role": "assistant", "content": again}, {"role": "user", "content": "Forget that I live in Lyon"}]
@@ -115,6 +117,48 @@ def test_a_forgotten_memory_stays_forgotten_when_the_client_replays_its_transcri
     )
     assert preview["thread_id"] is None
     assert not Message.objects.filter(content__contains="Forget").exists()
+
+
+PROMPT_FACT = "You assist Dana. Dana's locker code is Kestrel-4471."
+
+
+def test_a_system_prompt_is_a_stored_node_and_leaves_with_the_replies_it_shaped(upstream, asgi_url, owner, token):
+    client = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=token, max_retries=0, timeout=60)
+    upstream.script = [("ok", "Your locker code is Kestrel-4471.")]
+    question = {"role": "user", "content": "What is my locker code?"}
+    text, shaped = streamed(client, [{"role": "developer", "content": PROMPT_FACT}, question])
+    assert text == "Your locker code is Kestrel-4471."
+    # The model saw the prompt, and the prompt is a stored node with an edge to the reply it shaped.
+    seen = prompts(upstream)[-1]
+    assert [m["role"] for m in seen] == ["system", "system", "user"]
+    assert seen[1]["content"] == PROMPT_FACT
+    prompt = Message.objects.get(pk=shaped["system_message_id"])
+    assert (prompt.role, prompt.content, prompt.thread_id) == ("system", PROMPT_FACT, shaped["thread_id"])
+    edges = ContextEdge.objects.filter(target_id=shaped["reply_id"]).order_by("rank")
+    assert list(edges.values_list("source_id", "rank", "signal")) == [
+        (shaped["message_id"], 0, ""),
+        (prompt.pk, 1, "system"),
+    ]
+    # `context` lists memories only: the prompt is not one.
+    assert shaped["context"] == []
+
+    # A later conversation without the prompt whose question has the prompt's very words: the
+    # prompt is never retrieved (the reply it shaped is a memory, and is).
+    upstream.script = [("ok", "Kestrel-4471, as I said.")]
+    _, later = streamed(client, [{"role": "user", "content": "Dana's locker code?"}])
+    assert later["system_message_id"] is None
+    assert shaped["reply_id"] in later["context"]
+    assert prompt.pk not in later["context"]
+    assert not ContextEdge.objects.filter(source=prompt, target_id=later["reply_id"]).exists()
+    assert all(m["content"] != PROMPT_FACT for m in prompts(upstream)[-1])
+
+    # Purging the prompt node removes every reply it shaped, and what derived from them.
+    api = httpx.Client(base_url=asgi_url, headers={"Authorization": f"Token {token}"})
+    preview = api.post("/api/deletions/", json={"select": {"ids": [prompt.pk]}, "mode": "purge"}).json()
+    assert sorted(preview["dependents"]) == sorted([shaped["reply_id"], later["reply_id"]])
+    assert api.post(f"/api/deletions/{preview['id']}/confirm/").json()["status"] == "executed"
+    assert not Message.objects.filter(content__icontains="Kestrel").exists()
+    assert "Kestrel" not in pg_dump()
 
 
 def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(upstream, asgi_url, owner, token):

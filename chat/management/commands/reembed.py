@@ -34,7 +34,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, batch: int, only_stale: bool, no_progress: bool, **options: Any) -> None:
         embedder = get_embedder()
         model = settings.DELLM_EMBEDDING_MODEL
-        queryset = Message.objects.exclude(status=Message.Status.PURGED).exclude(content="").order_by("pk")
+        # System prompts are never embedded: they are not memory, so nothing compares with them by meaning.
+        queryset = (
+            Message.objects.exclude(status=Message.Status.PURGED)
+            .exclude(content="")
+            .exclude(role=Message.Role.SYSTEM)
+            .order_by("pk")
+        )
         if only_stale:
             queryset = queryset.exclude(embedding_model=model, embedding__isnull=False)
         total = queryset.count()

@@ -14,6 +14,7 @@ const COLORS = {
   user: "#4f46e5",
   assistant: "#0d9488",
   summary: "#b45309",
+  system: "#475569",
   removed: "#cbd5e1",
   danger: "#dc2626",
   dangerDark: "#7f1d1d",
@@ -49,6 +50,8 @@ export function stylesheet({ big }) {
     },
     { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
+    // A client's system prompt: an input of every reply it shaped, never a memory.
+    { selector: 'node[role = "system"]', style: { shape: "hexagon", "background-color": COLORS.system } },
     // Imported: provenance unknown (every earlier message of its conversation is a source).
     { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {

@@ -12,9 +12,11 @@ export function isLive(status) {
 }
 
 // "you" / "DeLLM" in tags and running text; `byline` capitalises "You" for
-// the author line above a message.
+// the author line above a message. A `system` message is the system prompt an
+// OpenAI-compatible client sent: stored, an input of the replies it shaped.
 export function roleLabel(role, { byline = false } = {}) {
   if (role === "user") return byline ? "You" : "you";
+  if (role === "system") return byline ? "System prompt" : "system prompt";
   return "DeLLM";
 }
 

@@ -1,7 +1,8 @@
 // Under each reply, the memories it used: one chip per message of its context
 // other than the question, linking to that message in the memory graph, and
 // saying why it was used (the signal that found it: same words, similar
-// meaning, or both; nothing for contexts taken by position).
+// meaning, or both; a supplied reply's whole transcript; the system prompt;
+// nothing for contexts taken by position).
 import { messagesById } from "../api.js";
 import { el, snippet } from "../dom.js";
 import { roleLabel } from "../model.js";
@@ -11,6 +12,8 @@ export const SIGNAL_REASONS = {
   lexical: "same words",
   vector: "similar meaning",
   both: "same words and similar meaning",
+  transcript: "everything before it in the conversation",
+  system: "the system prompt it was written under",
 };
 
 function reasonOf(chip) {

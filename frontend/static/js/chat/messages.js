@@ -29,9 +29,11 @@ function answeredId(reply, before) {
 
 export function messageItem(message, questionId = null) {
   const mine = message.role === "user";
+  // A client's system prompt (OpenAI-compatible endpoint): shown where it was first sent, without chips.
+  const system = message.role === "system";
   const item = el(
     "li",
-    { class: `msg ${mine ? "msg-user" : "msg-assistant"}`, id: `m-${message.id}`, dataset: { id: message.id, seq: message.seq } },
+    { class: `msg ${mine ? "msg-user" : system ? "msg-system" : "msg-assistant"}`, id: `m-${message.id}`, dataset: { id: message.id, seq: message.seq } },
     el(
       "div",
       { class: "msg-meta" },
@@ -52,7 +54,7 @@ export function messageItem(message, questionId = null) {
     item.append(
       el("div", { class: "chips" }, el("span", { class: "chips-label" }, `Imported reply: provenance unknown, so all ${plural(message.context.length, "earlier message")} of this conversation count as its sources`)),
     );
-  } else if (!mine) item.append(memoryChips(message, questionId));
+  } else if (!mine && !system) item.append(memoryChips(message, questionId));
   return item;
 }
 

@@ -13,6 +13,7 @@ function legend() {
     { class: "legend", "aria-label": "Legend" },
     el("li", {}, el("span", { class: "key key-user" }), roleLabel("user")),
     el("li", {}, el("span", { class: "key key-assistant" }), roleLabel("assistant")),
+    el("li", { title: "The system prompt of an OpenAI-compatible client: the replies it shaped derive from it" }, el("span", { class: "key key-system" }), roleLabel("system")),
     el("li", {}, el("span", { class: "key key-expiring" }), "expiring"),
     el("li", { title: "Imported from another tool: every earlier message of its conversation counts as a source" }, el("span", { class: "key key-imported" }), "imported"),
     el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
