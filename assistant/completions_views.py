@@ -265,7 +265,7 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
             "thread_id": started.thread.pk,
             "turn_id": started.turn.pk,
             "message_id": started.turn.user_message_id,
-            "stored": len(started.alignment.new),
+            "stored": started.alignment.stored,
             "dropped": started.alignment.dropped,
         },
     )

@@ -178,10 +178,13 @@ class ContextEdge(models.Model):
         VECTOR = "vector"  # similar meaning: passed the cosine threshold
         LEXICAL = "lexical"  # same words: passed the full-text floor
         BOTH = "both"
+        # A chain reply's edge (`chat.writer.transcripts_store`): text a client or a file supplied as the
+        # assistant's words derives from everything before it in its conversation.
+        TRANSCRIPT = "transcript"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
-    signal = models.CharField(max_length=8, choices=Signal.choices, blank=True, default="", db_default="")
+    signal = models.CharField(max_length=16, choices=Signal.choices, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
