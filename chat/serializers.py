@@ -28,7 +28,8 @@ class ContextDetailSerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="Cosine similarity to the user message at retrieval time.")
     signal = serializers.CharField(
         help_text="vector (similar meaning), lexical (same words), both; empty for the user message itself "
-        "and for contexts taken by position (window, full)."
+        "and for contexts taken by position (window, full); transcript for a reply DeLLM did not write "
+        "(imported, or a /v1 client's): it derives from everything before it in its conversation."
     )
 
 
@@ -45,7 +46,7 @@ class MessageSerializer(serializers.ModelSerializer):
     )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
-        "An imported reply's context is every earlier message of its conversation: its real provenance is unknown."
+        "An imported reply derives from every earlier message of its conversation: its real provenance is unknown."
     )
 
     class Meta:

@@ -2,8 +2,8 @@
 
 Two measurements: a 10,000-message export in typical conversations (the
 product's target: <= 60 s on this machine, offline embedder), and the cost of
-conservative provenance, whose edges grow with the square of a conversation's
-length (one conversation of each length, imported alone).
+conservative provenance, whose edges grow linearly with a conversation's
+length (`chat.lineage`; one conversation of each length, imported alone).
 """
 
 from __future__ import annotations

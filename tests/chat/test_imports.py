@@ -131,6 +131,37 @@ def test_deleted_imported_message_stays_deleted_and_later_new_replies_are_skippe
     assert taint_violations(owner_id=owner.pk) == []
 
 
+def test_a_later_imported_reply_quoting_a_purged_message_is_not_stored(owner):
+    """The done-when of issue 19 for the import: the same rule as `/v1` (tests/worker/test_completions.py)."""
+    run_import(owner, CHATGPT)
+    rows = by_source(owner)
+    first = rows["aaa2b1c0-u1"]
+    deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[first.pk])
+    # Every imported reply of the conversation derives from its first message.
+    assert deletion.dependent_ids == sorted(rows[key].pk for key in ["c3f9e8b2-a1", "f7a8b9c0-a2", "0a1b2c3d-a3"])
+    deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    grown = with_turn(
+        CHATGPT,
+        ("u4", "user", "What did I tell you first?"),
+        ("a4", "assistant", "You said: I'm planning a trip to Lisbon in May. Where should I stay?"),
+    )
+    progress = run_import(owner, grown)
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (1, 1, 0)
+    rows = by_source(owner)
+    assert {key: rows[key].status for key in [*LISBON, "u4"]} == {
+        "aaa2b1c0-u1": "purged",
+        "c3f9e8b2-a1": "purged",
+        "aaa2d4e5-u2": "active",
+        "f7a8b9c0-a2": "purged",
+        "aaa2f0e1-u3": "active",
+        "0a1b2c3d-a3": "purged",
+        "u4": "active",
+    }
+    assert "a4" not in rows
+    assert not Message.objects.filter(status__in=Message.LIVE, content__contains="Lisbon in May").exists()
+    assert taint_violations(owner_id=owner.pk) == []
+
+
 def test_conservative_cascade_and_preview_flags_imported_replies(owner, api):
     run_import(owner, CHATGPT)
     rows = by_source(owner)
