@@ -28,8 +28,12 @@ transaction-level advisory lock and re-entrant, so a caller that already
 holds it (a turn commit checking its turn, a deletion holding its audit row)
 keeps it and loses nothing. Embedding updates take no lock: each is a
 conditional UPDATE that leaves a removed row alone, so a purge that commits
-first wins and keeps no vector (I3). The lab's bulk loaders (`*_copy`,
-`owners_history_delete`) are for a benchmark database only.
+first wins and keeps no vector (I3). The lab's bulk loaders (`messages_copy`,
+`edges_copy`, `owners_history_delete`) take none either: they load or drop
+whole synthetic histories of a benchmark database, never a live one.
+
+`messages_remove(purge=True)` is the one write that destroys message text
+in rows; the eraser (`provenance`) calls it for every purge.
 """
 
 from chat.writer.bulk import edges_copy, messages_copy, owners_history_delete
