@@ -26,11 +26,15 @@ with an edge to each reply it shaped, never retrieved as memory
    That is how a replayed transcript that still holds purged text cannot bring
    it back, without DeLLM keeping any trace of that text. A message that
    differs from the live one at its position is dropped too (the client edited
-   its copy). Messages past the end of the stored thread are stored (with
-   conservative provenance for assistant text DeLLM did not write: an edge
-   from every earlier live message of the thread), but only when the thread's
-   last stored message is live and matched, i.e. the transcript verifiably
-   continues this thread. A transcript that matches no thread keeps only its
+   its copy). Messages past the end of the stored thread are stored through
+   the one writer (`chat.writer.transcripts_store`), but only when the
+   thread's last stored message is live and matched, i.e. the transcript
+   verifiably continues this thread. An assistant message there is text
+   DeLLM did not write: it derives from everything before it in the thread
+   (what the client's model saw), so it is stored only if all of that is
+   live, with linear `transcript` edges; otherwise it is dropped (it may
+   quote a purged message) and counted in `dropped`, exactly as the import
+   skips such a reply. A transcript that matches no thread keeps only its
    last message: its earlier text cannot be told apart from text that was
    forgotten (histories come in through the import instead).
 3. **The new turn.** The last message (role `user`) is stored and answered
@@ -49,7 +53,8 @@ from django.db.models import QuerySet
 
 from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
-from chat.services import _edges_insert, message_create, turn_create
+from chat.services import turn_create
+from chat.writer import Branch, Supplied, transcripts_store
 from dellm_site.errors import NotFound
 from dellm_site.locks import owner_lock
 
@@ -82,10 +87,17 @@ class Alignment:
     differing: int = 0
     new: list[Said] = field(default_factory=list)
     dropped_new: int = 0
+    # Assistant messages among `new` that were not stored: something before
+    # them in the conversation is removed, and they derive from all of it.
+    derived_removed: int = 0
+
+    @property
+    def stored(self) -> int:
+        return len(self.new) - self.derived_removed
 
     @property
     def dropped(self) -> int:
-        return self.removed + self.differing + self.dropped_new
+        return self.removed + self.differing + self.dropped_new + self.derived_removed
 
 
 @dataclass
@@ -189,10 +201,10 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
 
     The caller enqueues the turn (after subscribing to its events). In one
     transaction: the thread (found or opened), the earlier messages that
-    extend it (assistant ones with an edge from every earlier live message of
-    the thread: their provenance is unknown, so it is taken to be everything
-    the client's model could have seen), then the system prompt if it is new
-    to the thread, the user's message and its turn (which records the prompt).
+    extend it (an assistant one derives from everything before it in the
+    thread, what the client's model saw, and is dropped if any of that is
+    removed: `chat.writer.transcripts_store`), then the system prompt if it
+    is new to the thread, the user's message and its turn (which records the prompt).
     Nothing is stored for dropped messages; only counts are logged.
     """
     *earlier, last = conversation
@@ -218,27 +230,32 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
             if current.new != alignment.new:
                 vectors = _embed(current.new)
             alignment = current
-        for said, vector in zip(alignment.new, vectors, strict=True):
-            message = message_create(thread=thread, role=said.role, content=said.text, embedding=vector)
-            if said.role == Message.Role.ASSISTANT:
-                sources = list(
-                    Message.objects.filter(thread=thread, status__in=Message.LIVE, seq__lt=message.seq)
-                    .order_by("seq")
-                    .values_list("pk", flat=True)
-                )
-                if sources:
-                    _edges_insert(
-                        owner_id=owner.pk,
-                        target_id=message.pk,
-                        sources=[(pk, rank, 0.0, "") for rank, pk in enumerate(sources, 1)],
+        if alignment.new:
+            # The thread as it stands (removed messages included), then what is new: the
+            # writer skips an assistant message if anything before it is removed.
+            stored = transcripts_store(
+                owner_id=owner.pk,
+                branches=[
+                    Branch(
+                        thread_id=thread.pk,
+                        items=[
+                            *Message.objects.filter(thread=thread).order_by("seq").values_list("pk", flat=True),
+                            *(
+                                Supplied(role=said.role, content=said.text, embedding=vector)
+                                for said, vector in zip(alignment.new, vectors, strict=True)
+                            ),
+                        ],
                     )
+                ],
+            )
+            alignment.derived_removed = stored.skipped
         turn = turn_create(thread=thread, content=last.text, enqueue=False, system=system)
     logger.info(
         "completion turn %s in thread %s: %s matched, %s stored, %s dropped (%s removed)",
         turn.pk,
         thread.pk,
         alignment.matched,
-        len(alignment.new),
+        alignment.stored,
         alignment.dropped,
         alignment.removed,
     )

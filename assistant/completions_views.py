@@ -275,7 +275,7 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
             "turn_id": started.turn.pk,
             "message_id": started.turn.user_message_id,
             "system_message_id": started.turn.system_message_id,
-            "stored": len(started.alignment.new),
+            "stored": started.alignment.stored,
             "dropped": started.alignment.dropped,
         },
     )

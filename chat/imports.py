@@ -12,25 +12,29 @@ and is reported by id and field. DeLLM's own export is one unit, since its
 edges cross threads.
 
 Provenance of an imported reply is unknown, so it is recorded conservatively:
-every earlier message of the same conversation branch is a source of each
-imported reply (that is what the original model saw). That is
-O(n^2) edges for a conversation of n messages, generated inside PostgreSQL by
-one INSERT ... SELECT per conversation from two id arrays (lab/README.md,
-"Importing a chat history", has the measured cost).
+an imported reply derives from every earlier message of its conversation
+branch (that is what the original model saw), and it is stored only if all
+of that is live, the same rule `/v1` follows (both go through
+`chat.writer.transcripts_store`). The edges are linear in size: each reply
+gets one from every message since the previous reply and one from that
+reply, which gives it the same ancestors, hence the same Dep, as an edge
+from every earlier message (`chat.lineage`). DeLLM's own export brings its
+edges; a message of it lands only if each of its sources is live or lands
+too, decided in one pass in topological order (`chat.writer.graph_store`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.embeddings import get_embedder
@@ -44,8 +48,9 @@ from chat.importers import (
     ZipLimits,
     parse_file,
 )
-from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread
+from chat.models import ImportJob, ImportUpload, Message, Thread
 from chat.tasks import import_run_task
+from chat.writer import Branch, GraphEdge, GraphMessage, Supplied, graph_store, transcripts_store
 from dellm_site.errors import DomainError, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 
@@ -69,7 +74,6 @@ PROGRESS_FIELDS = (
     "threads",
     "errors",
 )
-MAX_RANK = 32767
 
 
 class PayloadTooLarge(DomainError):
@@ -230,6 +234,12 @@ def history_import(
 
 
 def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
+    """One conversation (or DeLLM's whole export) through the writer, under the owner's lock.
+
+    The writer decides what lands: an imported reply derives from everything
+    before it in its conversation (`chat.writer.transcripts_store`), a
+    message of DeLLM's export from its explicit sources (`chat.writer.graph_store`).
+    """
     with transaction.atomic():
         with connection.cursor() as cursor:
             # One commit per conversation: waiting for each one's WAL flush
@@ -242,149 +252,61 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
         # Re-read under the lock: a concurrent import of the same file may
         # have landed some of these since they were embedded.
         existing = _existing(owner_id, source, unit.conversations)
-        threads: dict[str, Thread] = {
-            t.source_id: t
-            for t in Thread.objects.filter(
+        threads: dict[str, int] = dict(
+            Thread.objects.filter(
                 owner_id=owner_id, source=source, source_id__in=[c.source_id for c in unit.conversations]
-            )
-        }
-        # Status of every message by source key: existing ones from the
-        # database, new ones live unless skipped.
-        status: dict[str, str] = {}
-        for conversation in unit.conversations:
-            status |= {key: row[1] for key, row in existing[conversation.source_id].items()}
-        explicit_sources: dict[str, list[ImportedEdge]] = {}
-        for edge in unit.edges or []:
-            explicit_sources.setdefault(edge.target, []).append(edge)
+            ).values_list("source_id", "pk")
+        )
+        titles = {c.source_id: c.title for c in unit.conversations}
 
-        # Pass 1: which new messages land. A new message derived from one the
-        # user removed (or from one that is itself skipped) is skipped.
-        plan: list[tuple[Conversation, ImportedMessage]] = []
-        branches: list[list[tuple[str, bool]]] = []  # per conversation: (source id, is a new reply)
-        candidates: set[str] = set()
-        for conversation in unit.conversations:
-            known = existing[conversation.source_id]
-            tainted = False
-            branch: list[tuple[str, bool]] = []
-            for message in conversation.messages:
-                if message.source_id in known:
-                    tainted = tainted or status[message.source_id] not in Message.LIVE
-                    branch.append((message.source_id, False))
-                elif unit.edges is None and tainted and message.role != Message.Role.USER:
-                    continue
-                else:
-                    candidates.add(message.source_id)
-                    plan.append((conversation, message))
-                    branch.append((message.source_id, message.role != Message.Role.USER))
-            branches.append(branch)
-        if unit.edges is not None:
-            live = {key for key, value in status.items() if value in Message.LIVE}
-            changed = True
-            while changed:
-                changed = False
-                for key in list(candidates):
-                    sources = explicit_sources.get(key, [])
-                    if any(edge.source not in live and edge.source not in candidates for edge in sources):
-                        candidates.discard(key)
-                        changed = True
-            # Conversations interleave in the file: sequence numbers follow its order.
-            plan.sort(key=lambda item: item[1].order or 0)
-        plan = [(c, m) for c, m in plan if m.source_id in candidates]
-        already = sum(1 for c in unit.conversations for m in c.messages if m.source_id in existing[c.source_id])
-        skipped = sum(len(c.messages) for c in unit.conversations) - already - len(plan)
+        def thread_for(key: Hashable) -> int:
+            assert isinstance(key, str)  # conversations are keyed by their source id
+            if key not in threads:
+                title = (titles[key] or f"Imported from {source}")[:200]
+                threads[key] = Thread.objects.create(owner_id=owner_id, title=title, source=source, source_id=key).pk
+            return threads[key]
 
-        landing = {c.source_id for c, _ in plan}
-        for conversation in unit.conversations:
-            if conversation.source_id not in threads and conversation.source_id in landing:
-                title = (conversation.title or f"Imported from {source}")[:200]
-                threads[conversation.source_id] = Thread.objects.create(
-                    owner_id=owner_id, title=title, source=source, source_id=conversation.source_id
-                )
-        seq = (Message.objects.filter(owner_id=owner_id).aggregate(m=Max("seq"))["m"] or 0) + 1
-        now = timezone.now()
-        new = [
-            Message(
-                owner_id=owner_id,
-                thread=threads[conversation.source_id],
-                seq=seq + offset,
+        def supplied(conversation: Conversation, message: ImportedMessage) -> Supplied:
+            return Supplied(
                 role=message.role,
                 content=message.text,
                 embedding=unit.vectors.get((conversation.source_id, message.source_id)),
-                embedding_model=settings.DELLM_EMBEDDING_MODEL,
                 imported_from=source,
                 source_id=message.source_id,
                 source_created_at=message.created_at,
             )
-            for offset, (conversation, message) in enumerate(plan)
-        ]
-        for row in new:
-            if row.embedding is None:
-                row.embedding_model = ""
-        created = Message.objects.bulk_create(new)
-        ids: dict[tuple[int, str], int] = {(m.thread_id, m.source_id): m.pk for m in created}
-        for conversation in unit.conversations:
-            for key, (pk, _) in existing[conversation.source_id].items():
-                ids[(threads[conversation.source_id].pk, key)] = pk
-        edges = 0
+
         if unit.edges is None:
-            for conversation, branch in zip(unit.conversations, branches, strict=True):
-                if conversation.source_id not in threads:
-                    continue
-                thread_id = threads[conversation.source_id].pk
-                edges += _conservative_edges_insert(
-                    owner_id=owner_id,
-                    branch=[(ids[(thread_id, key)], fresh) for key, fresh in branch],
-                )
+            branches = []
+            for conversation in unit.conversations:
+                known = existing[conversation.source_id]
+                items: list[int | Supplied] = [
+                    known[m.source_id][0] if m.source_id in known else supplied(conversation, m)
+                    for m in conversation.messages
+                ]
+                if any(isinstance(item, Supplied) for item in items):
+                    branches.append(Branch(thread_id=thread_for(conversation.source_id), items=items))
+            stored = transcripts_store(owner_id=owner_id, branches=branches)
         else:
-            by_key = {key: pk for (_, key), pk in ids.items()}
-            fresh = {m.source_id for m in created}
-            rows = [
-                (by_key[e.source], by_key[e.target], min(max(e.rank, 0), MAX_RANK), e.score)
-                for e in unit.edges
-                if e.target in fresh and e.source in by_key
-            ]
-            edges += _explicit_edges_insert(owner_id=owner_id, rows=rows)
-        touched = sorted({m.thread_id for m in created})
-        Thread.objects.filter(pk__in=touched).update(updated_at=now)
-    return {"imported": len(created), "skipped": skipped, "edges": edges, "threads": touched}
-
-
-# Every earlier message of the branch is a source of each new reply: the pairs
-# are generated in SQL from the branch's ids, so Python sends O(n) values for
-# O(n^2) edges. rank = how many messages lie between source and reply (0: the
-# one just before); score 0, since nothing was retrieved by similarity.
-_CONSERVATIVE_SQL = f"""
-INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score)
-SELECT %s, s.id, t.id, LEAST(t.pos - s.pos - 1, {MAX_RANK}), 0.0
-FROM unnest(%s::bigint[], %s::boolean[]) WITH ORDINALITY AS t(id, fresh, pos)
-JOIN unnest(%s::bigint[]) WITH ORDINALITY AS s(id, pos) ON s.pos < t.pos
-WHERE t.fresh
-ON CONFLICT DO NOTHING
-"""
-
-
-def _conservative_edges_insert(*, owner_id: int, branch: list[tuple[int, bool]]) -> int:
-    if not any(fresh for _, fresh in branch):
-        return 0
-    ids = [pk for pk, _ in branch]
-    with connection.cursor() as cursor:
-        cursor.execute(_CONSERVATIVE_SQL, [owner_id, ids, [fresh for _, fresh in branch], ids])
-        return cursor.rowcount
-
-
-def _explicit_edges_insert(*, owner_id: int, rows: list[tuple[int, int, int, float]]) -> int:
-    if not rows:
-        return 0
-    sources, targets, ranks, scores = (list(column) for column in zip(*rows, strict=True))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score) "
-            "SELECT %s, e.source_id, e.target_id, e.rank, e.score "
-            "FROM unnest(%s::bigint[], %s::bigint[], %s::smallint[], %s::float8[]) "
-            "AS e(source_id, target_id, rank, score) ON CONFLICT DO NOTHING",
-            [owner_id, sources, targets, ranks, scores],
-        )
-        return cursor.rowcount
+            # Conversations interleave in the file: sequence numbers follow its order.
+            new = sorted(
+                (
+                    (m.order or 0, GraphMessage(key=m.source_id, conversation=c.source_id, supplied=supplied(c, m)))
+                    for c in unit.conversations
+                    for m in c.messages
+                    if m.source_id not in existing[c.source_id]
+                ),
+                key=lambda item: item[0],
+            )
+            stored = graph_store(
+                owner_id=owner_id,
+                messages=[message for _, message in new],
+                existing={key: row[0] for c in unit.conversations for key, row in existing[c.source_id].items()},
+                edges=[GraphEdge(source=e.source, target=e.target, rank=e.rank, score=e.score) for e in unit.edges],
+                thread_for=thread_for,
+            )
+    touched = sorted({m.thread_id for m in stored.created})
+    return {"imported": len(stored.created), "skipped": stored.skipped, "edges": stored.edges, "threads": touched}
 
 
 # --- Jobs --------------------------------------------------------------------

@@ -74,8 +74,8 @@ class Message(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     # The id of the provenance deletion that removed (or scheduled) this
     # message. A plain indexed id, not a foreign key: chat records and never
-    # depends on provenance, which sets and clears it in its own services
-    # (the only writers) under the owner's lock. Deletion rows are never
+    # depends on provenance, whose services decide and pass it to the
+    # writer's status functions (`chat.writer`), under the owner's lock. Deletion rows are never
     # deleted on their own (only with their owner, whose messages go too), so
     # the id cannot dangle.
     deleted_by_id = models.BigIntegerField(null=True, blank=True, db_index=True)
@@ -90,7 +90,7 @@ class Message(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Imported from another tool ("chatgpt", "claude", "dellm", "jsonl"; ""
     # for DeLLM's own): an imported reply's provenance is unknown and recorded
-    # conservatively (chat/imports.py). `source_id` is its id in that tool,
+    # conservatively (chat/imports.py, chat/writer/). `source_id` is its id in that tool,
     # unique within its thread, and `source_created_at` its time there.
     imported_from = models.CharField(max_length=16, blank=True, default="", db_default="")
     source_id = models.CharField(max_length=200, blank=True, default="", db_default="")
@@ -169,8 +169,8 @@ class Turn(models.Model):
 class ContextEdge(models.Model):
     """`source -> target`: `source` was in the context that produced `target`.
 
-    Chat records these when it commits a reply; provenance reads them to walk
-    Dep(M) and never writes them.
+    `chat.writer` is their only writer (with the reply they lead to);
+    provenance reads them to walk Dep(M) and never writes them.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

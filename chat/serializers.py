@@ -48,7 +48,7 @@ class MessageSerializer(serializers.ModelSerializer):
     )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
-        "An imported reply's context is every earlier message of its conversation: its real provenance is unknown."
+        "An imported reply derives from every earlier message of its conversation: its real provenance is unknown."
     )
 
     class Meta:

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection, transaction
-from django.db.models import F, Max
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from chat.embeddings import embed_one
@@ -15,6 +15,7 @@ from chat.llm import ContextItem, get_responder
 from chat.models import ContextEdge, Message, Thread, Turn
 from chat.selectors import context_retrieve
 from chat.tasks import turn_run_task
+from chat.writer import Source, SourcesRemoved, message_embedding_set, message_store
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 
@@ -52,14 +53,8 @@ def validate_content(content: object) -> str:
     return content
 
 
-def _next_seq(owner_id: int) -> int:
-    # Called under owner_lock, so two writers cannot read the same maximum.
-    current = Message.objects.filter(owner_id=owner_id).aggregate(m=Max("seq"))["m"]
-    return (current or 0) + 1
-
-
 def message_create(*, thread: Thread, role: str, content: str, embedding: list[float] | None = None) -> Message:
-    """Store one message with the owner's next sequence number.
+    """Store one message with the owner's next sequence number (`chat.writer.message_store`).
 
     Side effects: takes the owner's lock for the sequence number; touches the
     thread's `updated_at`.
@@ -67,19 +62,7 @@ def message_create(*, thread: Thread, role: str, content: str, embedding: list[f
     validate_content(content)
     if role not in Message.Role.values:
         raise ValidationFailed(f"Unknown role {role!r}.", fields={"role": "unknown"})
-    with transaction.atomic():
-        owner_lock(thread.owner_id)
-        message = Message.objects.create(
-            owner_id=thread.owner_id,
-            thread=thread,
-            seq=_next_seq(thread.owner_id),
-            role=role,
-            content=content,
-            embedding=embedding,
-            embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
-        )
-        Thread.objects.filter(pk=thread.pk).update(updated_at=timezone.now())
-    return message
+    return message_store(owner_id=thread.owner_id, thread_id=thread.pk, role=role, content=content, embedding=embedding)
 
 
 def turn_create(
@@ -137,9 +120,7 @@ def message_embed(*, message_id: int) -> Message | None:
     vector = embed_one(message.content)
     if vector is None:
         return message
-    Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
-        embedding=vector, embedding_model=settings.DELLM_EMBEDDING_MODEL
-    )
+    message_embedding_set(message_id=message_id, embedding=vector)
     message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
     return message
 
@@ -167,9 +148,11 @@ def _place_of(message_id: int | None) -> int | None:
 def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding: list[float] | None) -> Message:
     """Commit a reply and its edges only if the whole context is still live.
 
-    Runs under the owner's lock, the same one deletion execution takes, so a
-    deletion either finishes before this check (and we see it) or starts
-    after the reply exists (and its Dep includes the reply). That is I1.
+    Runs under the owner's lock, the same one deletion execution takes, and
+    the writer (`chat.writer.message_store`) refuses a reply whose context is
+    no longer live: a deletion either finishes before that check (and the
+    context is rebuilt) or starts after the reply exists (and its Dep
+    includes the reply). That is I1.
     """
     user_message = turn.user_message
     with transaction.atomic():
@@ -179,58 +162,36 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
         if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
             raise _TurnClosed
         system_id = turn.system_message_id
-        needed = {item.id for item in context} | {user_message.id} | ({system_id} if system_id else set())
-        live = set(
-            Message.objects.filter(owner_id=turn.owner_id, pk__in=needed, status__in=Message.LIVE).values_list(
-                "pk", flat=True
-            )
-        )
-        if live != needed:
-            raise _ContextChanged
         # Another run of this turn (a redelivered task, the stuck-turn sweep)
         # may have committed first; the owner's lock orders the two.
         if not Turn.objects.filter(pk=turn.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).exists():
             raise _AlreadyFinished
-        reply = Message.objects.create(
-            owner_id=turn.owner_id,
-            thread_id=user_message.thread_id,
-            seq=_next_seq(turn.owner_id),
-            role=Message.Role.ASSISTANT,
-            content=text,
-            embedding=embedding,
-            embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
-            replaces=turn.replaces,
-            place=_place_of(turn.replaces),
-        )
-        _edges_insert(
-            owner_id=turn.owner_id,
-            target_id=reply.pk,
-            sources=[(user_message.id, 0, 1.0, "")]
-            + [(item.id, rank, item.score, item.signal) for rank, item in enumerate(context, 1)]
-            # The system prompt the model was given, after the retrieved context.
-            + ([(system_id, len(context) + 1, 0.0, ContextEdge.Signal.SYSTEM.value)] if system_id else []),
-        )
+        try:
+            reply = message_store(
+                owner_id=turn.owner_id,
+                thread_id=user_message.thread_id,
+                role=Message.Role.ASSISTANT,
+                content=text,
+                embedding=embedding,
+                sources=[
+                    Source(id=user_message.id, rank=0, score=1.0),
+                    *(Source(id=c.id, rank=rank, score=c.score, signal=c.signal) for rank, c in enumerate(context, 1)),
+                    # The system prompt the model was given, after the retrieved context.
+                    *(
+                        [Source(id=system_id, rank=len(context) + 1, score=0.0, signal=ContextEdge.Signal.SYSTEM)]
+                        if system_id
+                        else []
+                    ),
+                ],
+                replaces=turn.replaces,
+                place=_place_of(turn.replaces),
+            )
+        except SourcesRemoved:
+            raise _ContextChanged from None
         Turn.objects.filter(pk=turn.pk).update(
             status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
         )
-        Thread.objects.filter(pk=user_message.thread_id).update(updated_at=timezone.now())
     return reply
-
-
-def _edges_insert(*, owner_id: int, target_id: int, sources: list[tuple[int, int, float, str]]) -> None:
-    """Insert one reply's in-edges in a single statement.
-
-    One `INSERT ... SELECT FROM unnest` instead of a model instance and bound
-    row per edge: a whole-history context has hundreds of edges per reply.
-    """
-    source_ids, ranks, scores, signals = zip(*sources, strict=True)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score, signal) "
-            "SELECT %s, s.source_id, %s, s.rank, s.score, s.signal "
-            "FROM unnest(%s::bigint[], %s::smallint[], %s::float8[], %s::text[]) AS s(source_id, rank, score, signal)",
-            [owner_id, target_id, list(source_ids), list(ranks), list(scores), list(signals)],
-        )
 
 
 def turn_run(
@@ -332,25 +293,6 @@ def regeneration_turns_close(*, deletion_id: int, error: str) -> int:
     """Fail the deletion's regeneration turns that have not committed; how many. Caller holds the owner's lock."""
     return Turn.objects.filter(deletion_id=deletion_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
         status=Turn.Status.FAILED, error=error, updated_at=timezone.now()
-    )
-
-
-def message_replace(*, original: Message, content: str, embedding: list[float] | None) -> Message:
-    """A new message with `content` in `original`'s place (same thread and role, shown at its position).
-
-    Caller holds the owner's lock, in the transaction that removes `original`.
-    """
-    validate_content(content)
-    return Message.objects.create(
-        owner_id=original.owner_id,
-        thread_id=original.thread_id,
-        seq=_next_seq(original.owner_id),
-        role=original.role,
-        content=content,
-        embedding=embedding,
-        embedding_model=settings.DELLM_EMBEDDING_MODEL if embedding is not None else "",
-        replaces=original.pk,
-        place=original.place or original.seq,
     )
 
 

@@ -18,7 +18,15 @@ from pgvector.django import CosineDistance
 
 from chat.embeddings import embed_one
 from chat.models import LIVE_STATUSES, Message, Turn
-from chat.services import message_replace, regeneration_turns_close, regeneration_turns_create, validate_content
+from chat.services import regeneration_turns_close, regeneration_turns_create, validate_content
+from chat.writer import (
+    SourcesRemoved,
+    message_rewrite,
+    messages_expiring_clear,
+    messages_expiring_mark,
+    messages_remove,
+    messages_restore,
+)
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 from dellm_site.types import User
@@ -267,27 +275,8 @@ def _apply(
         message.pk: message
         for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
     }
-    targets = Message.objects.filter(owner_id=deletion.owner_id, pk__in=members)
+    removed = messages_remove(owner_id=deletion.owner_id, ids=members, deletion_id=deletion.pk, purge=purge)
     now = timezone.now()
-    if purge:
-        # The row stays as a tombstone (id, role, timestamps) so the graph and
-        # the audit keep their shape; content, embedding and the generated
-        # search vector go. VACUUM afterwards reclaims the old tuples.
-        removed = list(targets.exclude(status=Message.Status.PURGED).values_list("pk", flat=True))
-        targets.filter(pk__in=removed).update(
-            status=Message.Status.PURGED,
-            content="",
-            embedding=None,
-            embedding_model="",
-            deleted_by_id=deletion.pk,
-            expires_at=None,
-            updated_at=now,
-        )
-    else:
-        removed = list(targets.filter(status__in=Message.LIVE).values_list("pk", flat=True))
-        targets.filter(pk__in=removed).update(
-            status=Message.Status.DELETED, deleted_by_id=deletion.pk, expires_at=None, updated_at=now
-        )
     deletion.dependent_ids = sorted(members - set(deletion.matched_ids))
     deletion.explanations = {
         str(node): path
@@ -308,7 +297,7 @@ def _apply(
     redacted: dict[int, int | None] = {}
     for original_id, (text, embedding) in sorted((replacements or {}).items()):
         if original_id in originals:
-            redacted[original_id] = message_replace(
+            redacted[original_id] = message_rewrite(
                 original=originals[original_id], content=text, embedding=embedding
             ).pk
     deletion.redacted = {str(old): new for old, new in redacted.items()}
@@ -414,8 +403,8 @@ def deletion_confirm(
                 raise Conflict("expire_at has passed since the preview; preview the deletion again.")
             # Only the matched messages are marked: Dep is recomputed when the
             # expiry fires, so replies derived in the meantime go too.
-            Message.objects.filter(pk__in=deletion.matched_ids, status__in=Message.LIVE).update(
-                status=Message.Status.EXPIRING, expires_at=deletion.expire_at, deleted_by_id=deletion.pk
+            messages_expiring_mark(
+                owner_id=owner_id, ids=deletion.matched_ids, deletion_id=deletion.pk, expires_at=deletion.expire_at
             )
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
@@ -519,9 +508,7 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         if deletion.status not in (Status.PREVIEWED, Status.SCHEDULED):
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")
         if deletion.status == Status.SCHEDULED:
-            Message.objects.filter(deleted_by_id=deletion.pk, status=Message.Status.EXPIRING).update(
-                status=Message.Status.ACTIVE, expires_at=None, deleted_by_id=None
-            )
+            messages_expiring_clear(owner_id=owner_id, deletion_id=deletion.pk)
         deletion.status = Status.CANCELLED
         deletion.outcome = "cancelled"
         deletion.save(update_fields=["status", "outcome"])
@@ -551,28 +538,21 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             raise Conflict(
                 f"{len(removed - still)} of these messages were purged by a later deletion; this one cannot be undone."
             )
-        blocking = (
-            Message.objects.filter(out_edges__target_id__in=removed)
-            .exclude(pk__in=removed)
-            .exclude(status__in=Message.LIVE)
-            .values_list("pk", flat=True)
-            .distinct()
-        )
-        blocking_ids = sorted(blocking)
-        if blocking_ids:
-            raise Conflict(
-                "These messages were generated from messages removed by another deletion "
-                f"(ids {blocking_ids[:10]}); undo that one first."
-            )
         # The rewrites go first (regenerated replies, redacted replacements, and
-        # everything since derived from them), then the originals come back.
+        # everything since derived from them), then the originals come back,
+        # which the writer refuses if one derives from a message removed by
+        # another deletion (I1); the transaction then leaves everything as it was.
         regeneration_turns_close(deletion_id=deletion.pk, error="The deletion was undone.")
         rewrites = undo_plan(deletion=deletion).removes
+        messages_remove(owner_id=owner_id, ids=rewrites, deletion_id=deletion.pk, purge=False)
+        try:
+            messages_restore(owner_id=owner_id, ids=removed, deletion_id=deletion.pk)
+        except SourcesRemoved as exc:
+            raise Conflict(
+                "These messages were generated from messages removed by another deletion "
+                f"(ids {exc.ids[:10]}); undo that one first."
+            ) from None
         now = timezone.now()
-        Message.objects.filter(pk__in=rewrites, status__in=Message.LIVE).update(
-            status=Message.Status.DELETED, deleted_by_id=deletion.pk, expires_at=None, updated_at=now
-        )
-        Message.objects.filter(pk__in=removed).update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=now)
         deletion.status = Status.UNDONE
         deletion.undone_at = now
         deletion.undo_removed_ids = rewrites

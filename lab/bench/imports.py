@@ -2,8 +2,8 @@
 
 Two measurements: a 10,000-message export in typical conversations (the
 product's target: <= 60 s on this machine, offline embedder), and the cost of
-conservative provenance, whose edges grow with the square of a conversation's
-length (one conversation of each length, imported alone).
+conservative provenance, whose edges grow linearly with a conversation's
+length (`chat.lineage`; one conversation of each length, imported alone).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from django.db import connection, transaction
 
 from chat.embeddings import get_embedder
 from chat.imports import history_import, history_parse
-from chat.models import ContextEdge, Message, Thread
+from chat.models import Thread
+from chat.writer import owners_history_delete
 from lab.bench.seed import sentences
 
 # Not the seed's prefix: these users live only for the measurement.
@@ -72,10 +73,10 @@ def _user() -> Any:
 
 
 def _drop(owner_id: int) -> None:
-    with transaction.atomic(), connection.cursor() as cursor:
-        for model in (ContextEdge, Message, Thread):
-            table = model._meta.db_table
-            cursor.execute(f"DELETE FROM {table} WHERE owner_id = %s", [owner_id])
+    with transaction.atomic():
+        owners_history_delete(owner_ids=[owner_id])
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner_id])
         get_user_model().objects.filter(pk=owner_id).delete()
 
 

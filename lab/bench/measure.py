@@ -22,9 +22,11 @@ from chat.models import ContextEdge, Message, Thread
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
 from chat.services import turn_create, turn_run
 from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
+from chat.writer import messages_remove
 from dellm_site.auth import token_create
 from dellm_site.locks import owner_lock
 from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
+from provenance.models import DeletionRequest
 from provenance.selectors import dep_ids
 from provenance.services import deletion_confirm, deletion_preview
 from provenance.verification import forget_probe
@@ -300,19 +302,22 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
 
 
 def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
-    """Dep(m) plus the purge UPDATE of `deletion_confirm`, under the owner's lock, then rolled back.
+    """Dep(m) plus the purge of `deletion_confirm`, under the owner's lock, then rolled back.
 
-    The same statements as `provenance.services._apply` minus the receipt's
-    forget probe, so the 10k-message cascade is measured without spending
-    minutes on the probe (timed on its own below) or changing the data.
+    The same calls as `provenance.services._apply` (Dep, then the writer's
+    `messages_remove`) minus the receipt's forget probe, so the 10k-message
+    cascade is measured without spending minutes on the probe (timed on its
+    own below) or changing the data. The deletion row it records goes with
+    the rollback.
     """
     with transaction.atomic():
         owner_lock(owner_id)
+        deletion = DeletionRequest.objects.create(
+            owner_id=owner_id, actor_id=owner_id, selector="ids", mode="purge", matched_ids=[root]
+        )
         started = time.perf_counter()
         members = dep_ids(owner_id=owner_id, roots=[root])
-        Message.objects.filter(owner_id=owner_id, pk__in=members).exclude(status=Message.Status.PURGED).update(
-            status=Message.Status.PURGED, content="", embedding=None, embedding_model="", expires_at=None
-        )
+        messages_remove(owner_id=owner_id, ids=members, deletion_id=deletion.pk, purge=True)
         elapsed = (time.perf_counter() - started) * 1000
         transaction.set_rollback(True)
     return elapsed, len(members)

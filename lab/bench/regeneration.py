@@ -1,20 +1,21 @@
 """What deleting a message with N derived replies costs when they are regenerated (offline responder).
 
 A throwaway user gets one fact and N question/reply turns whose replies each
-have the fact in their context (edges written directly, so |Dep(fact)| - 1 is
-exactly N); then the fact is deleted with `derived="regenerate"` and every
-reply is rewritten in-process, in order, through the ordinary turn protocol.
+have the fact in their context (stored through the one writer with exactly
+those edges, so |Dep(fact)| - 1 is N); then the fact is deleted with
+`derived="regenerate"` and every reply is rewritten in-process, in order,
+through the ordinary turn protocol.
 """
 
 import secrets
 import time
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from chat.embeddings import get_embedder
-from chat.models import ContextEdge, Message, Thread, Turn
+from chat.models import Message, Thread, Turn
+from chat.writer import Source, message_store
 from dellm_site.celery import app as celery_app
 from provenance.selectors import taint_violations
 from provenance.services import deletion_confirm, deletion_preview
@@ -32,27 +33,23 @@ def _history(*, owner, replies: int) -> Message:
         ]
     vectors = get_embedder().embed(texts)
     with transaction.atomic():
-        messages = Message.objects.bulk_create(
-            Message(
-                owner=owner,
-                thread=thread,
-                seq=seq,
-                role="user" if seq == 1 or seq % 2 == 0 else "assistant",
-                content=text,
-                embedding=vector,
-                embedding_model=settings.DELLM_EMBEDDING_MODEL,
-            )
-            for seq, (text, vector) in enumerate(zip(texts, vectors, strict=True), start=1)
+        fact = message_store(
+            owner_id=owner.pk, thread_id=thread.pk, role="user", content=texts[0], embedding=vectors[0]
         )
-        fact = messages[0]
-        edges, turns = [], []
-        for question, reply in zip(messages[1::2], messages[2::2], strict=True):
-            edges += [
-                ContextEdge(owner=owner, source=question, target=reply, rank=0, score=1.0),
-                ContextEdge(owner=owner, source=fact, target=reply, rank=1, score=0.6),
-            ]
+        turns = []
+        for i in range(1, len(texts), 2):
+            question = message_store(
+                owner_id=owner.pk, thread_id=thread.pk, role="user", content=texts[i], embedding=vectors[i]
+            )
+            reply = message_store(
+                owner_id=owner.pk,
+                thread_id=thread.pk,
+                role="assistant",
+                content=texts[i + 1],
+                embedding=vectors[i + 1],
+                sources=[Source(id=question.pk, rank=0, score=1.0), Source(id=fact.pk, rank=1, score=0.6)],
+            )
             turns.append(Turn(owner=owner, user_message=question, reply=reply, status=Turn.Status.DONE))
-        ContextEdge.objects.bulk_create(edges)
         Turn.objects.bulk_create(turns)
     return fact
 

@@ -470,8 +470,9 @@ def _import_section(imported: dict) -> list[str]:
                 ]
             ],
         ),
-        "Conservative provenance costs edges with the square of a conversation's length: each imported reply "
-        "gets an edge from every earlier message of its branch (n²/4 edges for n alternating messages). "
+        "Conservative provenance: each imported reply derives from every earlier message of its branch, "
+        "stored as an edge from the previous reply and one from each message since (the same Dep as an edge "
+        "from every earlier message, in linear size: n - 1 edges for n alternating messages). "
         "One conversation of each length, imported alone:",
         _table(
             ["messages in the conversation", "edges", "import (embeddings included)"],

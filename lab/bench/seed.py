@@ -38,7 +38,8 @@ from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types import TypeInfo
 
-from chat.models import ContextEdge, Message, Thread, Turn
+from chat.models import ContextEdge, Message, Thread
+from chat.writer import edges_copy, messages_copy, owners_history_delete
 from provenance.models import DeletionRequest
 
 USERNAME_PREFIX = "bench-"
@@ -213,16 +214,12 @@ def bench_reset() -> int:
     ids = bench_user_ids()
     if not ids:
         return 0
-    with transaction.atomic(), connection.cursor() as cursor:
-        for table, column in (
-            (EDGES, "owner_id"),
-            (Turn._meta.db_table, "owner_id"),
-            (MESSAGES, "owner_id"),
-            (DeletionRequest._meta.db_table, "owner_id"),
-            (THREADS, "owner_id"),
-            ("knox_authtoken", "user_id"),
-        ):
-            cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [ids])
+    with transaction.atomic():
+        owners_history_delete(owner_ids=ids)
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {DeletionRequest._meta.db_table} WHERE owner_id = ANY(%s)", [ids])
+            cursor.execute(f"DELETE FROM {THREADS} WHERE owner_id = ANY(%s)", [ids])
+            cursor.execute("DELETE FROM knox_authtoken WHERE user_id = ANY(%s)", [ids])
         get_user_model().objects.filter(pk__in=ids).delete()
     return len(ids)
 
@@ -364,54 +361,37 @@ def _load_user(cursor, *, owner_id, n, dim, model, rng, pick, now, random_vector
             texts = sentences(high - low, rng)
             vectors = random_unit(high - low, dim, rng) if random_vectors else embed_texts(texts)
             vectors_all.append(vectors)
-            with copy_cursor.copy(
-                f"COPY {MESSAGES} (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
-                "status, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(
-                    [
-                        "bigint",
-                        "integer",
-                        "bigint",
-                        "bigint",
-                        "varchar",
-                        "text",
-                        "vector",
-                        "varchar",
-                        "varchar",
-                        "timestamptz",
-                        "timestamptz",
-                    ]
-                )
-                for i in range(low, high):
-                    at = start + timedelta(minutes=i)
-                    copy.write_row(
-                        (
-                            first_message + i,
-                            owner_id,
-                            first_thread + i // (2 * THREAD_TURNS),
-                            i + 1,
-                            "assistant" if i % 2 else "user",
-                            texts[i - low],
-                            vectors[i - low],
-                            model,
-                            "active",
-                            at,
-                            at,
-                        )
+            messages_copy(
+                copy_cursor=copy_cursor,
+                rows=(
+                    (
+                        first_message + i,
+                        owner_id,
+                        first_thread + i // (2 * THREAD_TURNS),
+                        i + 1,
+                        "assistant" if i % 2 else "user",
+                        texts[i - low],
+                        vectors[i - low],
+                        model,
+                        start + timedelta(minutes=i),
                     )
+                    for i in range(low, high)
+                ),
+            )
         vectors = np.concatenate(vectors_all)
         sources, targets, ranks = parents_for(n, pick)
         for low in range(0, len(sources), CHUNK):
             s, t, r = sources[low : low + CHUNK], targets[low : low + CHUNK], ranks[low : low + CHUNK]
             scores = np.einsum("ij,ij->i", vectors[s], vectors[t])
             scores[r == 0] = 1.0
-            body = "".join(
-                f"{owner_id}\t{first_message + a}\t{first_message + b}\t{c}\t{d:.4f}\n"
-                for a, b, c, d in zip(s.tolist(), t.tolist(), r.tolist(), scores.tolist(), strict=True)
+            edges_copy(
+                copy_cursor=copy_cursor,
+                owner_id=owner_id,
+                rows=(
+                    (first_message + a, first_message + b, c, d)
+                    for a, b, c, d in zip(s.tolist(), t.tolist(), r.tolist(), scores.tolist(), strict=True)
+                ),
             )
-            with copy_cursor.copy(f"COPY {EDGES} (owner_id, source_id, target_id, rank, score) FROM STDIN") as copy:
-                copy.write(body)
     totals["messages"] += n
     totals["edges"] += len(sources)
     totals["threads"] += thread_count

@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from chat.embeddings import Embedder
-from chat.models import Message, Thread
+from chat.models import Thread
 from chat.selectors import context_retrieve
+from chat.writer import Branch, Supplied, message_store, transcripts_store
 from lab.evaluation.memory import Conversation
 from lab.evaluation.systems import USERNAME_PREFIX
 
@@ -36,28 +37,18 @@ class Setting:
 
 
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
-    """Bulk-insert the history; returns {fact key: message id}."""
+    """Store the history through the one writer, a thread per session; returns {fact key: message id}."""
     texts = [turn.text for session in conversation.sessions for turn in session]
-    vectors = embedder.embed(texts)
-    rows, keys, seq = [], [], 0
-    vector_iter = iter(vectors)
+    vectors = iter(embedder.embed(texts))
+    model = getattr(embedder, "model_name", "")
+    branches, keys = [], []
     for number, session in enumerate(conversation.sessions, 1):
         thread = Thread.objects.create(owner=owner, title=f"session {number}")
-        for turn in session:
-            seq += 1
-            rows.append(
-                Message(
-                    owner=owner,
-                    thread=thread,
-                    seq=seq,
-                    role=turn.role,
-                    content=turn.text,
-                    embedding=next(vector_iter),
-                    embedding_model=getattr(embedder, "model_name", ""),
-                )
-            )
-            keys.append(turn.key)
-    created = Message.objects.bulk_create(rows, batch_size=500)
+        items = [Supplied(role=t.role, content=t.text, embedding=next(vectors), embedding_model=model) for t in session]
+        branches.append(Branch(thread_id=thread.pk, items=items))
+        keys += [turn.key for turn in session]
+    # Nothing is removed in a fresh history, so every message lands, in order.
+    created = transcripts_store(owner_id=owner.pk, branches=branches).created
     return {key: message.pk for key, message in zip(keys, created, strict=True) if key}
 
 
@@ -80,14 +71,11 @@ def conversation_run(
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE chat_message (id, owner_id, status, seq)")
         question_vectors = embedder.embed([q.text for q in conversation.questions])
-        seq = Message.objects.filter(owner=owner).count()
         for number, (question, vector) in enumerate(zip(conversation.questions, question_vectors, strict=True)):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
-            seq += 1
-            message = Message.objects.create(
-                owner=owner,
-                thread=thread,
-                seq=seq,
+            message = message_store(
+                owner_id=owner.pk,
+                thread_id=thread.pk,
                 role="user",
                 content=question.text,
                 embedding=vector,

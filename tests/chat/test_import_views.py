@@ -33,7 +33,7 @@ def test_upload_runs_the_job_and_deletes_the_file(api, owner, django_capture_on_
     assert {k: job[k] for k in ("status", "messages_imported", "edges_created", "errors", "error")} == {
         "status": "done",
         "messages_imported": 8,
-        "edges_created": 10,
+        "edges_created": 6,
         "errors": [],
         "error": None,
     }
@@ -127,7 +127,7 @@ def test_command_imports_with_progress_and_is_idempotent(owner, tmp_path, capsys
     call_command("dellm_import", str(path), user="alice")
     out, err = capsys.readouterr()
     assert out == (
-        "chatgpt: 2 conversations, 8 messages imported, 0 skipped, 10 provenance edges; 0 conversations not imported.\n"
+        "chatgpt: 2 conversations, 8 messages imported, 0 skipped, 6 provenance edges; 0 conversations not imported.\n"
     )
     assert "8/8" in err
     call_command("dellm_import", str(path), user="alice", format="chatgpt", no_progress=True)

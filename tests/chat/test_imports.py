@@ -31,6 +31,11 @@ def sources_of(message: Message) -> set[int]:
     return set(ContextEdge.objects.filter(target=message).values_list("source_id", flat=True))
 
 
+def ancestors(owner, message: Message, candidates: list[Message]) -> set[Message]:
+    """The candidates whose Dep holds `message` (itself left out)."""
+    return {m for m in candidates if m != message and message.pk in dep_ids(owner_id=owner.pk, roots=[m.pk])}
+
+
 def with_turn(document, *new_nodes):
     """The Lisbon conversation continued by (node id, role, text) after its current node."""
     document = json.loads(json.dumps(document))
@@ -68,21 +73,27 @@ def test_import_keeps_order_roles_marks_and_conservative_edges(owner, thread):
     assert [m.seq for m in messages] == list(range(2, 8))
     assert lisbon.title == "Trip to Lisbon"
     assert all(m.embedding is not None for m in messages)
-    # Each reply: every earlier message of its branch; user messages: none.
+    # Each reply derives from every earlier message of its branch (they are its ancestors, so
+    # they are in its Dep), through linear edges: from the previous reply and every message since.
     for index, message in enumerate(messages):
-        expected = {m.pk for m in messages[:index]} if message.role == "assistant" else set()
-        assert sources_of(message) == expected
+        assert ancestors(owner, message, messages) == (set(messages[:index]) if message.role == "assistant" else set())
+    assert [sorted(sources_of(m)) for m in messages] == [
+        [],
+        [messages[0].pk],
+        [],
+        [messages[1].pk, messages[2].pk],
+        [],
+        [messages[3].pk, messages[4].pk],
+    ]
     edges = ContextEdge.objects.filter(owner=owner)
-    assert edges.count() == 1 + 3 + 5 + 1  # Lisbon replies at positions 1, 3, 5; Python's reply at 1
+    assert edges.count() == 1 + 2 + 2 + 1  # Lisbon replies at positions 1, 3, 5; Python's reply at 1
+    assert set(edges.values_list("signal", flat=True)) == {"transcript"}
     reply = messages[5]
     assert list(ContextEdge.objects.filter(target=reply).order_by("rank").values_list("source_id", "rank")) == [
         (messages[4].pk, 0),
         (messages[3].pk, 1),
-        (messages[2].pk, 2),
-        (messages[1].pk, 3),
-        (messages[0].pk, 4),
     ]
-    assert progress.edges_created == 10
+    assert progress.edges_created == 6
     assert sorted(progress.threads) == sorted(
         Thread.objects.filter(owner=owner, source="chatgpt").values_list("pk", flat=True)
     )
@@ -96,9 +107,12 @@ def test_second_import_adds_nothing_and_a_grown_conversation_appends_only_new(ow
     assert (Message.objects.count(), ContextEdge.objects.count(), Thread.objects.count()) == before
     grown = with_turn(CHATGPT, ("u4", "user", "Any day trips?"), ("a4", "assistant", "Sintra is an easy day trip."))
     progress = run_import(owner, grown)
-    assert (progress.messages_imported, progress.edges_created) == (2, 7)
+    assert (progress.messages_imported, progress.edges_created) == (2, 2)
     rows = by_source(owner)
-    assert sources_of(rows["a4"]) == {rows[key].pk for key in [*LISBON, "u4"]}
+    # The stored previous reply already derives from everything before it: two edges suffice.
+    assert sources_of(rows["a4"]) == {rows["0a1b2c3d-a3"].pk, rows["u4"].pk}
+    lisbon = [rows[key] for key in [*LISBON, "u4", "a4"]]
+    assert ancestors(owner, rows["a4"], lisbon) == set(lisbon[:-1])
     assert rows["a4"].seq == max(m.seq for m in rows.values())
 
 
@@ -114,6 +128,37 @@ def test_deleted_imported_message_stays_deleted_and_later_new_replies_are_skippe
     rows = by_source(owner)
     assert rows["aaa2f0e1-u3"].status == rows["0a1b2c3d-a3"].status == "deleted"
     assert "a4" not in rows
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_a_later_imported_reply_quoting_a_purged_message_is_not_stored(owner):
+    """The done-when of issue 19 for the import: the same rule as `/v1` (tests/worker/test_completions.py)."""
+    run_import(owner, CHATGPT)
+    rows = by_source(owner)
+    first = rows["aaa2b1c0-u1"]
+    deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[first.pk])
+    # Every imported reply of the conversation derives from its first message.
+    assert deletion.dependent_ids == sorted(rows[key].pk for key in ["c3f9e8b2-a1", "f7a8b9c0-a2", "0a1b2c3d-a3"])
+    deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    grown = with_turn(
+        CHATGPT,
+        ("u4", "user", "What did I tell you first?"),
+        ("a4", "assistant", "You said: I'm planning a trip to Lisbon in May. Where should I stay?"),
+    )
+    progress = run_import(owner, grown)
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (1, 1, 0)
+    rows = by_source(owner)
+    assert {key: rows[key].status for key in [*LISBON, "u4"]} == {
+        "aaa2b1c0-u1": "purged",
+        "c3f9e8b2-a1": "purged",
+        "aaa2d4e5-u2": "active",
+        "f7a8b9c0-a2": "purged",
+        "aaa2f0e1-u3": "active",
+        "0a1b2c3d-a3": "purged",
+        "u4": "active",
+    }
+    assert "a4" not in rows
+    assert not Message.objects.filter(status__in=Message.LIVE, content__contains="Lisbon in May").exists()
     assert taint_violations(owner_id=owner.pk) == []
 
 
@@ -135,23 +180,24 @@ def test_conservative_cascade_and_preview_flags_imported_replies(owner, api):
     assert listed[0]["imported_dependents"] == later_replies
     message = api.get(f"/api/messages/{later_replies[0]}/").json()
     # By rank: the nearest earlier message first.
-    assert (message["imported_from"], message["context"]) == ("chatgpt", [rows[key].pk for key in LISBON[2::-1]])
+    assert (message["imported_from"], message["context"]) == ("chatgpt", [rows[key].pk for key in LISBON[2:0:-1]])
+    assert [edge["signal"] for edge in message["context_detail"]] == ["transcript", "transcript"]
     assert api.get(f"/api/messages/{native.pk}/").json()["imported_from"] is None
     nodes = {node["data"]["id"]: node["data"]["imported_from"] for node in api.get("/api/graph/").json()["nodes"]}
     assert nodes == {**{m.pk: "chatgpt" for m in rows.values()}, native.pk: None}
 
 
 def test_each_conversation_is_atomic_a_failing_one_leaves_the_others(owner, monkeypatch):
-    real = imports._conservative_edges_insert
+    real = imports.transcripts_store
     calls = []
 
-    def fail_second(*, owner_id, branch):
-        calls.append(branch)
+    def fail_second(*, owner_id, branches):
+        calls.append(branches)
         if len(calls) == 2:
             raise ValidationFailed("boom")
-        return real(owner_id=owner_id, branch=branch)
+        return real(owner_id=owner_id, branches=branches)
 
-    monkeypatch.setattr(imports, "_conservative_edges_insert", fail_second)
+    monkeypatch.setattr(imports, "transcripts_store", fail_second)
     document = json.loads(json.dumps(CHATGPT))
     document.append({"id": "broken", "title": "x", "mapping": {}, "current_node": "nowhere"})
     progress = run_import(owner, document)

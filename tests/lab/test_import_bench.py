@@ -13,13 +13,14 @@ def test_import_bench_smoke_needs_no_seed_and_cleans_up(db, tmp_path):
     )
 
     results = json.loads((tmp_path / "results.json").read_text())["results"]["import"]
-    # Two conversations of 20 alternating messages: replies at positions 1, 3, ..., 19 of each.
+    # Two conversations of 20 alternating messages: replies at positions 1, 3, ..., 19 of each, the
+    # first with one edge, each later one with two (the previous reply, the question since).
     assert {k: results["main"][k] for k in ("messages", "edges", "failed")} == {
         "messages": 40,
-        "edges": 200,
+        "edges": 2 * (1 + 9 * 2),
         "failed": 0,
     }
-    assert [(row["length"], row["edges"]) for row in results["edge_cost"]] == [(6, 1 + 3 + 5)]
+    assert [(row["length"], row["edges"]) for row in results["edge_cost"]] == [(6, 1 + 2 + 2)]
     report = (tmp_path / "REPORT.md").read_text()
     assert "## 7. Importing a chat history" in report
     assert "| Import of 10,000 messages (ChatGPT export, offline embeddings included) <= 60 s |" in report

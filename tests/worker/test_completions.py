@@ -12,6 +12,7 @@ from chat.models import ContextEdge, Message, Turn
 from dellm_site.auth import token_create
 from dellm_site.celery import app as celery_app
 from dellm_site.event_streams import redis_client, slots_key
+from provenance import services as deletions
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import pg_dump, wait_for
 
@@ -200,6 +201,52 @@ def test_non_streaming_completion_carries_the_memories_it_used(upstream, live_se
         "user",
         "assistant",
     ]
+
+
+PIN = "My bank PIN hint is ORCHID-5150."
+
+
+def test_a_client_reply_quoting_a_purged_message_is_never_stored_live(upstream, live_server, owner, token):
+    """Issue 19's reproduction: transcript [u1, a1, u2, a2, u3, a3, u4], u1 purged in DeLLM, and a3 the
+    client's own reply (another model, which still saw u1) quoting it: a3 derives from u1 and is dropped."""
+    u1 = {"role": "user", "content": PIN}
+    u2 = {"role": "user", "content": "How do I get to the station?"}
+    with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=token, max_retries=0) as client:
+        upstream.script = [("ok", "Noted."), ("ok", "Take the number 7 tram."), ("ok", "I do not know.")]
+        first = client.chat.completions.create(model="dellm", messages=[u1]).model_extra["dellm"]
+        a1 = {"role": "assistant", "content": "Noted."}
+        second = client.chat.completions.create(model="dellm", messages=[u1, a1, u2]).model_extra["dellm"]
+        # The precondition that makes this the bug: the second reply did not use u1, so it stays live.
+        assert first["message_id"] not in second["context"]
+        deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[first["message_id"]])
+        assert deletion.dependent_ids == [first["reply_id"]]
+        deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+
+        transcript = [
+            u1,
+            a1,
+            u2,
+            {"role": "assistant", "content": "Take the number 7 tram."},
+            {"role": "user", "content": "And my PIN hint?"},
+            {"role": "assistant", "content": "Use ORCHID-5150, the hint you gave me, to recall your PIN."},
+            {"role": "user", "content": "Thanks, what else do you remember?"},
+        ]
+        last = client.chat.completions.create(model="dellm", messages=transcript)
+    dellm = last.model_extra["dellm"]
+    assert dellm["thread_id"] == first["thread_id"]
+    # u1 and a1 dropped as removed positions, a3 because it derives from them; u3 stored.
+    assert (dellm["stored"], dellm["dropped"]) == (1, 3)
+    assert not Message.objects.filter(status__in=Message.LIVE, content__contains="ORCHID").exists()
+    assert list(Message.objects.filter(thread_id=first["thread_id"]).values_list("role", "status", "content")) == [
+        ("user", "purged", ""),
+        ("assistant", "purged", ""),
+        ("user", "active", u2["content"]),
+        ("assistant", "active", "Take the number 7 tram."),
+        ("user", "active", "And my PIN hint?"),
+        ("user", "active", "Thanks, what else do you remember?"),
+        ("assistant", "active", "I do not know."),
+    ]
+    assert all("ORCHID" not in m["content"] for m in prompts(upstream)[-1])
 
 
 def _ask_twice(client: openai.OpenAI, upstream: FakeOpenAI):

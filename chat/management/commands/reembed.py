@@ -2,20 +2,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connection
 
 from chat.embeddings import get_embedder
 from chat.models import Message
-from chat.selectors import vector_literal
-
-# One statement per batch; a message purged (or re-embedded) since it was
-# read is left alone, so a purge that lands mid-batch keeps no embedding (I3).
-_UPDATE_SQL = f"""
-UPDATE {Message._meta.db_table} AS m
-SET embedding = u.embedding::vector, embedding_model = %s, updated_at = now()
-FROM unnest(%s::bigint[], %s::text[]) AS u(id, embedding)
-WHERE m.id = u.id AND m.status <> 'purged' AND m.content <> ''
-"""
+from chat.writer import messages_embeddings_set
 
 
 class Command(BaseCommand):
@@ -53,10 +43,7 @@ class Command(BaseCommand):
                 break
             vectors = embedder.embed([content for _, content in chunk])
             # A text the model cannot embed gets no vector (it matches nothing by similarity).
-            literals = [None if v is None else vector_literal(v) for v in vectors]
-            with connection.cursor() as cursor:
-                cursor.execute(_UPDATE_SQL, [model, [pk for pk, _ in chunk], literals])
-                done += cursor.rowcount
+            done += messages_embeddings_set(ids=[pk for pk, _ in chunk], embeddings=vectors, model=model)
             last_pk = chunk[-1][0]
             seen += len(chunk)
             if not no_progress:

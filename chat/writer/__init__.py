@@ -1,0 +1,83 @@
+"""The one writer of messages, provenance edges and message statuses.
+
+Every door stores through these functions and nothing else writes a
+`Message` or `ContextEdge` row (tests/test_one_writer.py parses every module
+and fails otherwise): the chat turn and its reply (`chat.services`),
+regeneration (a turn like any other), redaction, undo, cancel, expiry and
+purge (`provenance.services`), `/v1` (`assistant.completions`), the import
+(`chat.imports`), `manage.py reembed`, and the lab's seeder, benches and
+evaluation. The provenance rules are applied here, once:
+
+1. **Live only if its sources are live.** A message is stored (or restored)
+   live only if every message it derives from is a live message of the same
+   owner, checked under the owner's lock, which deletions take too: a
+   deletion either ends before the check (and the write is refused) or starts
+   after the row exists (and its Dep includes it).
+2. **Supplied words derive from everything before them.** A message a client
+   or a file hands us as the assistant's words (a `/v1` transcript's
+   assistant message, an imported reply: a *chain reply*) was written by a
+   model that saw every earlier message of its conversation. If any of those
+   is removed (deleted, purged, expiring ones count as live) or was itself
+   not stored, it is not stored: `transcripts_store` reports it as skipped,
+   whichever door it came through. Its edges are linear in size
+   (`chat.lineage.transcript_sources`), with signal `transcript`.
+
+Locking: every function that creates a row or changes a status takes the
+owner's lock itself, inside its own `transaction.atomic()`. The lock is a
+transaction-level advisory lock and re-entrant, so a caller that already
+holds it (a turn commit checking its turn, a deletion holding its audit row)
+keeps it and loses nothing. Embedding updates take no lock: each is a
+conditional UPDATE that leaves a removed row alone, so a purge that commits
+first wins and keeps no vector (I3). The lab's bulk loaders (`messages_copy`,
+`edges_copy`, `owners_history_delete`) take none either: they load or drop
+whole synthetic histories of a benchmark database, never a live one.
+
+`messages_remove(purge=True)` is the one write that destroys message text
+in rows; the eraser (`provenance`) calls it for every purge.
+"""
+
+from chat.writer.bulk import edges_copy, messages_copy, owners_history_delete
+from chat.writer.messages import (
+    Branch,
+    GraphEdge,
+    GraphMessage,
+    Source,
+    SourcesRemoved,
+    Stored,
+    Supplied,
+    graph_store,
+    message_rewrite,
+    message_store,
+    transcripts_store,
+)
+from chat.writer.statuses import (
+    message_embedding_set,
+    messages_embeddings_set,
+    messages_expiring_clear,
+    messages_expiring_mark,
+    messages_remove,
+    messages_restore,
+)
+
+__all__ = [
+    "Branch",
+    "GraphEdge",
+    "GraphMessage",
+    "Source",
+    "SourcesRemoved",
+    "Stored",
+    "Supplied",
+    "edges_copy",
+    "graph_store",
+    "message_embedding_set",
+    "message_rewrite",
+    "message_store",
+    "messages_copy",
+    "messages_embeddings_set",
+    "messages_expiring_clear",
+    "messages_expiring_mark",
+    "messages_remove",
+    "messages_restore",
+    "owners_history_delete",
+    "transcripts_store",
+]

@@ -1,0 +1,323 @@
+"""Storing messages and their edges: the writer's rules 1 and 2 (see `chat.writer`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from chat.lineage import transcript_sources
+from chat.models import ContextEdge, Message, Thread
+from dellm_site.locks import owner_lock
+
+# ContextEdge.rank is a smallint.
+MAX_RANK = 32767
+
+
+class SourcesRemoved(Exception):
+    """Refused: these messages the write derives from are not live (nothing was written)."""
+
+    def __init__(self, ids: Iterable[int]) -> None:
+        self.ids = sorted(ids)
+        super().__init__(f"{len(self.ids)} sources are not live")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One message a new message derives from: an edge `id -> new message`."""
+
+    id: int
+    rank: int = 0
+    score: float = 0.0
+    signal: str = ""
+
+
+@dataclass(frozen=True)
+class Supplied:
+    """A message handed to DeLLM (a transcript's or a file's), not yet stored."""
+
+    role: str
+    content: str
+    embedding: list[float] | None = None
+    # Defaults to the configured model when there is a vector (the lab passes the one under test).
+    embedding_model: str | None = None
+    imported_from: str = ""
+    source_id: str = ""
+    source_created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A conversation in order: stored messages (ids) and supplied ones, all in one thread."""
+
+    thread_id: int
+    items: Sequence[int | Supplied]
+
+
+@dataclass
+class Stored:
+    """What `transcripts_store` / `graph_store` wrote: ids, counts."""
+
+    created: list[Message] = field(default_factory=list)
+    skipped: int = 0
+    edges: int = 0
+
+
+def _next_seq(owner_id: int) -> int:
+    # Under the owner's lock, so two writers cannot read the same maximum.
+    current = Message.objects.filter(owner_id=owner_id).aggregate(m=Max("seq"))["m"]
+    return (current or 0) + 1
+
+
+def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Message:
+    if supplied.role not in Message.Role.values:
+        raise ValueError(f"unknown role {supplied.role!r}")
+    model = supplied.embedding_model
+    if model is None:
+        model = settings.DELLM_EMBEDDING_MODEL if supplied.embedding is not None else ""
+    return Message(
+        owner_id=owner_id,
+        thread_id=thread_id,
+        seq=seq,
+        role=supplied.role,
+        content=supplied.content,
+        embedding=supplied.embedding,
+        embedding_model=model,
+        imported_from=supplied.imported_from,
+        source_id=supplied.source_id,
+        source_created_at=supplied.source_created_at,
+    )
+
+
+def _live(owner_id: int, ids: Iterable[int]) -> set[int]:
+    return set(
+        Message.objects.filter(owner_id=owner_id, pk__in=set(ids), status__in=Message.LIVE).values_list("pk", flat=True)
+    )
+
+
+def _edges_insert(*, owner_id: int, rows: Sequence[tuple[int, int, int, float, str]]) -> int:
+    """Insert `(source, target, rank, score, signal)` edges in one statement; how many were new.
+
+    One `INSERT ... SELECT FROM unnest` instead of a model instance and bound
+    row per edge: a whole-history context has hundreds of edges per reply.
+    """
+    if not rows:
+        return 0
+    sources, targets, ranks, scores, signals = (list(column) for column in zip(*rows, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score, signal) "
+            "SELECT %s, e.source_id, e.target_id, e.rank, e.score, e.signal "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::smallint[], %s::float8[], %s::text[]) "
+            "AS e(source_id, target_id, rank, score, signal) ON CONFLICT DO NOTHING",
+            [owner_id, sources, targets, [min(max(r, 0), MAX_RANK) for r in ranks], scores, signals],
+        )
+        return cursor.rowcount
+
+
+def _threads_touch(thread_ids: Iterable[int]) -> None:
+    Thread.objects.filter(pk__in=set(thread_ids)).update(updated_at=timezone.now())
+
+
+# --- Storing messages --------------------------------------------------------
+
+
+def message_store(
+    *,
+    owner_id: int,
+    thread_id: int,
+    role: str,
+    content: str,
+    embedding: list[float] | None = None,
+    embedding_model: str | None = None,
+    sources: Sequence[Source] = (),
+    replaces: int | None = None,
+    place: int | None = None,
+) -> Message:
+    """Store one message with the owner's next sequence number, and an edge from each of `sources`.
+
+    Takes the owner's lock. Refused with `SourcesRemoved` (nothing written)
+    if any source is not a live message of the owner (rule 1). A rewrite
+    (regenerated reply, redacted message) names the message it `replaces` and
+    the `place` it is shown at. Touches the thread's `updated_at`.
+    """
+    with transaction.atomic():
+        owner_lock(owner_id)
+        wanted = {source.id for source in sources}
+        missing = wanted - _live(owner_id, wanted)
+        if missing:
+            raise SourcesRemoved(missing)
+        supplied = Supplied(role=role, content=content, embedding=embedding, embedding_model=embedding_model)
+        message = _row(owner_id=owner_id, thread_id=thread_id, seq=_next_seq(owner_id), supplied=supplied)
+        message.replaces, message.place = replaces, place
+        message.save(force_insert=True)
+        _edges_insert(
+            owner_id=owner_id,
+            rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
+        )
+        _threads_touch([thread_id])
+    return message
+
+
+def message_rewrite(*, original: Message, content: str, embedding: list[float] | None) -> Message:
+    """A new message with `content` in `original`'s place (same thread and role, shown at its position).
+
+    A redaction's replacement: the user's own words, so it derives from nothing.
+    Takes the owner's lock (the deletion removing `original` holds it already).
+    """
+    return message_store(
+        owner_id=original.owner_id,
+        thread_id=original.thread_id,
+        role=original.role,
+        content=content,
+        embedding=embedding,
+        replaces=original.pk,
+        place=original.place or original.seq,
+    )
+
+
+def transcripts_store(*, owner_id: int, branches: Sequence[Branch]) -> Stored:
+    """Append supplied messages to their conversations; a supplied non-user message is a chain reply.
+
+    Each branch is its conversation in order, stored messages as ids. A
+    supplied user message is the user's own words and is stored. A chain
+    reply is stored only if every message before it in its branch is live
+    and stored (rule 2); otherwise it, and every later chain reply of the
+    branch, is skipped. Stored chain replies get linear `transcript` edges
+    (`chat.lineage.transcript_sources`; a stored message is a chain reply if
+    it has a `transcript` in-edge), `rank` = how many messages lie between
+    source and reply. Sequence numbers follow the branches' order. Takes the
+    owner's lock; touches the threads that got messages.
+    """
+    stored = Stored()
+    with transaction.atomic():
+        owner_lock(owner_id)
+        known = {item for branch in branches for item in branch.items if isinstance(item, int)}
+        live = _live(owner_id, known)
+        chains = set(
+            ContextEdge.objects.filter(owner_id=owner_id, target_id__in=known, signal=ContextEdge.Signal.TRANSCRIPT)
+            .values_list("target_id", flat=True)
+            .distinct()
+        )
+        seq = _next_seq(owner_id)
+        # Per branch: (position, the stored id or the new row, is a chain reply).
+        landed: list[list[tuple[int | Message, bool]]] = []
+        for branch in branches:
+            removed = False
+            kept: list[tuple[int | Message, bool]] = []
+            for item in branch.items:
+                if isinstance(item, int):
+                    removed = removed or item not in live
+                    kept.append((item, item in chains))
+                    continue
+                chain = item.role != Message.Role.USER
+                if chain and removed:
+                    stored.skipped += 1
+                    # What came after it saw it: the rest of the branch is tainted too.
+                    continue
+                row = _row(owner_id=owner_id, thread_id=branch.thread_id, seq=seq, supplied=item)
+                seq += 1
+                stored.created.append(row)
+                kept.append((row, chain))
+            landed.append(kept)
+        Message.objects.bulk_create(stored.created)
+        rows = []
+        for kept in landed:
+            ids = [item if isinstance(item, int) else item.pk for item, _ in kept]
+            position = {pk: index for index, pk in enumerate(ids)}
+            fresh = {item.pk for item, _ in kept if isinstance(item, Message)}
+            pairs = transcript_sources([(pk, chain) for pk, (_, chain) in zip(ids, kept, strict=True)])
+            rows += [
+                (source, target, position[target] - position[source] - 1, 0.0, ContextEdge.Signal.TRANSCRIPT.value)
+                for source, target in pairs
+                if target in fresh
+            ]
+        stored.edges = _edges_insert(owner_id=owner_id, rows=rows)
+        _threads_touch(m.thread_id for m in stored.created)
+    return stored
+
+
+@dataclass(frozen=True)
+class GraphMessage:
+    """A supplied message with explicit provenance (DeLLM's own export): `key` names it in `GraphEdge`s."""
+
+    key: Hashable
+    conversation: Hashable
+    supplied: Supplied
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    source: Hashable
+    target: Hashable
+    rank: int
+    score: float
+
+
+def graph_store(
+    *,
+    owner_id: int,
+    messages: Sequence[GraphMessage],
+    existing: Mapping[Hashable, int],
+    edges: Sequence[GraphEdge],
+    thread_for: Callable[[Hashable], int],
+) -> Stored:
+    """Store messages whose sources are given as edges; sequence numbers in `messages`' order.
+
+    A message is stored only if every source is a live stored message
+    (`existing`: key -> id) or a message stored here (rule 1), decided in one
+    pass in topological order (a cycle or an unknown source stores nothing of
+    it). `thread_for(conversation)` gives the thread of a conversation that
+    gets a message (and is called for no other). Edges into `existing`
+    messages are ignored. Takes the owner's lock.
+    """
+    stored = Stored()
+    with transaction.atomic():
+        owner_lock(owner_id)
+        live_ids = _live(owner_id, existing.values())
+        ok: dict[Hashable, bool] = {key: pk in live_ids for key, pk in existing.items()}
+        new = {m.key for m in messages if m.key not in existing}
+        into: dict[Hashable, list[GraphEdge]] = defaultdict(list)
+        waiting: dict[Hashable, int] = dict.fromkeys(new, 0)
+        after: dict[Hashable, list[Hashable]] = defaultdict(list)
+        for edge in edges:
+            if edge.target not in new:
+                continue
+            into[edge.target].append(edge)
+            if edge.source in new:
+                waiting[edge.target] += 1
+                after[edge.source].append(edge.target)
+        ready = deque(key for key, count in waiting.items() if count == 0)
+        while ready:
+            key = ready.popleft()
+            ok[key] = all(ok.get(edge.source, False) for edge in into[key])
+            for target in after[key]:
+                waiting[target] -= 1
+                if waiting[target] == 0:
+                    ready.append(target)
+        seq = _next_seq(owner_id)
+        rows: dict[Hashable, Message] = {}
+        for message in messages:
+            if message.key not in new:
+                continue
+            if not ok.get(message.key, False):
+                stored.skipped += 1
+                continue
+            rows[message.key] = _row(
+                owner_id=owner_id, thread_id=thread_for(message.conversation), seq=seq, supplied=message.supplied
+            )
+            seq += 1
+        stored.created = Message.objects.bulk_create(rows.values())
+        ids = {**existing, **{key: row.pk for key, row in rows.items()}}
+        stored.edges = _edges_insert(
+            owner_id=owner_id,
+            rows=[(ids[e.source], ids[e.target], e.rank, e.score, "") for e in edges if e.target in rows],
+        )
+        _threads_touch(m.thread_id for m in stored.created)
+    return stored

@@ -1,0 +1,126 @@
+"""Changing what is stored: embeddings and statuses (see `chat.writer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from chat.models import Message
+from chat.selectors import vector_literal
+from chat.writer.messages import SourcesRemoved
+from dellm_site.locks import owner_lock
+
+# --- Embeddings ----------------------------------------------------------------
+
+
+def message_embedding_set(*, message_id: int, embedding: list[float]) -> bool:
+    """Store a live message's missing embedding (the configured model's); False if it was removed or has one."""
+    return bool(
+        Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
+            embedding=embedding, embedding_model=settings.DELLM_EMBEDDING_MODEL
+        )
+    )
+
+
+# A message purged (or re-embedded) since it was read is left alone, so a
+# purge that lands mid-batch keeps no embedding (I3).
+_EMBEDDINGS_SQL = f"""
+UPDATE {Message._meta.db_table} AS m
+SET embedding = u.embedding::vector, embedding_model = %s, updated_at = now()
+FROM unnest(%s::bigint[], %s::text[]) AS u(id, embedding)
+WHERE m.id = u.id AND m.status <> 'purged' AND m.content <> ''
+"""
+
+
+def messages_embeddings_set(*, ids: Sequence[int], embeddings: Sequence[list[float] | None], model: str) -> int:
+    """Replace the embeddings of messages that still have content, in one statement; how many changed.
+
+    `manage.py reembed`'s batches. A text the model cannot embed gets no vector.
+    """
+    literals = [None if vector is None else vector_literal(vector) for vector in embeddings]
+    with connection.cursor() as cursor:
+        cursor.execute(_EMBEDDINGS_SQL, [model, list(ids), literals])
+        return cursor.rowcount
+
+
+# --- Statuses ------------------------------------------------------------------
+
+
+def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purge: bool) -> list[int]:
+    """Remove the owner's messages `ids` for deletion `deletion_id`; the ids whose status changed.
+
+    Soft: live ones become `deleted` (restorable by `messages_restore`).
+    Purge: every one not yet purged becomes a content-free tombstone (id,
+    role, timestamps stay so the graph and the audit keep their shape;
+    content, embedding and the generated search vector go; a VACUUM later
+    reclaims the old tuples). Takes the owner's lock. Provenance decides
+    which ids (Dep); this only writes them.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        owner_lock(owner_id)
+        targets = Message.objects.filter(owner_id=owner_id, pk__in=list(ids))
+        if purge:
+            removed = list(targets.exclude(status=Message.Status.PURGED).values_list("pk", flat=True))
+            targets.filter(pk__in=removed).update(
+                status=Message.Status.PURGED,
+                content="",
+                embedding=None,
+                embedding_model="",
+                deleted_by_id=deletion_id,
+                expires_at=None,
+                updated_at=now,
+            )
+        else:
+            removed = list(targets.filter(status__in=Message.LIVE).values_list("pk", flat=True))
+            targets.filter(pk__in=removed).update(
+                status=Message.Status.DELETED, deleted_by_id=deletion_id, expires_at=None, updated_at=now
+            )
+    return sorted(removed)
+
+
+def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> int:
+    """Bring back the messages `ids` that deletion `deletion_id` soft-deleted; how many.
+
+    Refused with `SourcesRemoved` (nothing changes) if a message to restore
+    derives from one that is not live and not restored with it (rule 1).
+    Never brings back a purged message. Takes the owner's lock.
+    """
+    wanted = set(ids)
+    with transaction.atomic():
+        owner_lock(owner_id)
+        blocking = (
+            Message.objects.filter(owner_id=owner_id, out_edges__target_id__in=wanted)
+            .exclude(pk__in=wanted)
+            .exclude(status__in=Message.LIVE)
+            .values_list("pk", flat=True)
+            .distinct()
+        )
+        blocked = set(blocking)
+        if blocked:
+            raise SourcesRemoved(blocked)
+        return Message.objects.filter(
+            owner_id=owner_id, pk__in=wanted, deleted_by_id=deletion_id, status=Message.Status.DELETED
+        ).update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now())
+
+
+def messages_expiring_mark(*, owner_id: int, ids: Iterable[int], deletion_id: int, expires_at: datetime) -> int:
+    """Mark the live ones of `ids` expiring (still live) for deletion `deletion_id`. Takes the owner's lock."""
+    with transaction.atomic():
+        owner_lock(owner_id)
+        return Message.objects.filter(owner_id=owner_id, pk__in=list(ids), status__in=Message.LIVE).update(
+            status=Message.Status.EXPIRING, expires_at=expires_at, deleted_by_id=deletion_id
+        )
+
+
+def messages_expiring_clear(*, owner_id: int, deletion_id: int) -> int:
+    """Return the messages a scheduled expiry marked to active (it was cancelled). Takes the owner's lock."""
+    with transaction.atomic():
+        owner_lock(owner_id)
+        return Message.objects.filter(
+            owner_id=owner_id, deleted_by_id=deletion_id, status=Message.Status.EXPIRING
+        ).update(status=Message.Status.ACTIVE, expires_at=None, deleted_by_id=None)
