@@ -252,3 +252,28 @@ def test_an_expiry_that_regenerates_rewrites_when_it_fires(owner, paper_history)
     ]
     assert fired.receipt["checks"]["regeneration"]["passed"] is True
     assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_a_regenerated_reply_keeps_the_live_system_prompt_it_was_written_under(owner, thread):
+    chat(thread, "I live in Paris.")
+    fact = Message.objects.get(content="I live in Paris.")
+    turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
+    turn = chat_services.turn_run(turn_id=turn.pk)
+    assert turn.reply.in_edges.filter(source=fact).exists()
+    prompt = turn.system_message
+
+    deletion = confirm(owner, preview(owner, ids=[fact.pk]), derived="regenerate")
+
+    [rewrite] = Turn.objects.filter(deletion_id=deletion.pk)
+    assert rewrite.system_message_id == prompt.pk
+    rewritten = Message.objects.get(replaces=turn.reply_id)
+    assert rewritten.in_edges.filter(source=prompt, signal=ContextEdge.Signal.SYSTEM).exists()
+
+
+def test_a_regeneration_drops_a_system_prompt_the_deletion_removed(owner, thread):
+    turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
+    turn = chat_services.turn_run(turn_id=turn.pk)
+
+    deletion = confirm(owner, preview(owner, ids=[turn.system_message_id]), derived="regenerate")
+
+    assert [t.system_message_id for t in Turn.objects.filter(deletion_id=deletion.pk)] == [None]
