@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
+from django.utils import timezone
 
 from chat.embeddings import embed_one
 from chat.llm import get_responder
@@ -25,6 +26,7 @@ from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vec
 from dellm_site.auth import token_create
 from dellm_site.locks import owner_lock
 from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
+from provenance import erasure
 from provenance.selectors import dep_ids
 from provenance.services import deletion_confirm, deletion_preview
 from provenance.verification import forget_probe
@@ -300,19 +302,28 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
 
 
 def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
-    """Dep(m) plus the purge UPDATE of `deletion_confirm`, under the owner's lock, then rolled back.
+    """Dep(m) plus the purge of `deletion_confirm`, under the owner's lock, then rolled back.
 
-    The same statements as `provenance.services._apply` minus the receipt's
-    forget probe, so the 10k-message cascade is measured without spending
+    The same statements as `provenance.services._apply` (the row write, then
+    the eraser's `purge_followups`) minus the receipt's forget probe and the
+    audit row, so the 10k-message cascade is measured without spending
     minutes on the probe (timed on its own below) or changing the data.
     """
     with transaction.atomic():
         owner_lock(owner_id)
         started = time.perf_counter()
         members = dep_ids(owner_id=owner_id, roots=[root])
-        Message.objects.filter(owner_id=owner_id, pk__in=members).exclude(status=Message.Status.PURGED).update(
-            status=Message.Status.PURGED, content="", embedding=None, embedding_model="", expires_at=None
+        targets = Message.objects.filter(owner_id=owner_id, pk__in=members)
+        removed = list(targets.exclude(status=Message.Status.PURGED).values_list("pk", flat=True))
+        targets.filter(pk__in=removed).update(
+            status=Message.Status.PURGED,
+            content="",
+            embedding=None,
+            embedding_model="",
+            expires_at=None,
+            updated_at=timezone.now(),
         )
+        erasure.purge_followups(owner_id=owner_id, message_ids=removed, deletion_id=None)
         elapsed = (time.perf_counter() - started) * 1000
         transaction.set_rollback(True)
     return elapsed, len(members)
