@@ -40,7 +40,7 @@ class Place:
     way: Way
     how: str
     bound: str
-    test: str
+    test: str  # "" only for what lies outside the application (WAL retention, backups)
 
 
 MESSAGE = Message._meta.db_table
@@ -116,7 +116,7 @@ TEXT_COLUMNS = (
         "an uploaded file, whole",
         Way.DELETE,
         "every upload of the owner deleted; a job not started yet fails: 'upload it again'",
-        f"{AT_CONFIRM}; otherwise when its job ends (or the sweep fails it, 600 s)",
+        f"{AT_CONFIRM}; without a purge, when its job ends (a stuck job's sweep: about 70 minutes)",
         f"{_S}test_purge_deletes_a_waiting_upload_and_its_job_says_upload_again",
     ),
     Place(
@@ -312,21 +312,28 @@ ELSEWHERE = (
         f"{_T}test_no_text_column_or_expression_gets_planner_statistics",
     ),
     Place(
-        "heap and TOAST (dead row versions)",
-        "the old row versions a purge UPDATE or DELETE leaves, long values out of line in TOAST",
+        "heap and TOAST",
+        "the old row versions a purge UPDATE or DELETE leaves (long values out of line in TOAST)",
         Way.VACUUM,
-        "VACUUM (ANALYZE) of every table above; compaction moves the page's live tuples over them, and "
-        "what is left in a page's free space is overwritten by later rows (VACUUM FULL or pg_repack compacts "
-        "at once)",
+        "VACUUM (ANALYZE) of every table above: no tuple, live or dead, holds the text after it",
         VACUUM_BOUND,
+        f"{_T}test_purged_word_leaves_every_index_and_heap_file",
+    ),
+    Place(
+        "page free space",
+        "bytes of the vacuumed row versions inside heap and TOAST pages",
+        Way.PHYSICAL,
+        "overwritten as later rows fill the page; VACUUM FULL (ACCESS EXCLUSIVE lock) or pg_repack rewrites the "
+        "tables at once",
+        "until reuse, or the next compaction",
         f"{_T}test_purged_word_leaves_every_index_and_heap_file",
     ),
     Place(
         "old index files",
         "the files a REINDEX replaced",
         Way.PHYSICAL,
-        "unlinked by PostgreSQL at the next checkpoint; their blocks stay in the filesystem until reused",
-        "filesystem reuse (encrypt the volume to bound it)",
+        "unlinked by PostgreSQL (at the next checkpoint); their blocks stay in the filesystem until reused",
+        "filesystem reuse (an encrypted volume bounds what a disk image shows)",
         _INDEX_TEST,
     ),
     Place(
@@ -334,16 +341,17 @@ ELSEWHERE = (
         "records of the rows as written and as purged",
         Way.PHYSICAL,
         "recycled after checkpoints (max_wal_size, wal_keep_size, replication slots, archiving decide)",
-        "checkpoint plus WAL retention; archives and base backups by their retention policy",
-        "tests/provenance/test_purge_residue.py::test_purge_leaves_no_trace_in_pg_dump",
+        "checkpoint plus WAL retention; archives by their retention policy",
+        "",
     ),
+    Place("backups", "whatever they copied before the purge", Way.PHYSICAL, "your retention policy", "backup expiry", ""),
     Place(
-        "backups",
-        "whatever they copied before the purge",
-        Way.PHYSICAL,
-        "your retention policy",
-        "backup expiry",
-        "tests/provenance/test_purge_residue.py::test_purge_leaves_no_trace_in_pg_dump",
+        "a running import",
+        "the parsed file, in the memory of the worker running its job",
+        Way.NEVER_KEPT,
+        "kept until the job ends; it matches digests like any import, so purged messages stay purged",
+        "the job",
+        f"{_S}test_purge_of_an_imported_conversation_leaves_no_text",
     ),
     Place(
         "upload temp file",
@@ -366,7 +374,7 @@ ELSEWHERE = (
         "Redis: broker, results, cache",
         "task payloads (ids), throttle counts, stream slots, the scrub's time",
         Way.NO_TEXT,
-        "tasks take ids only and results are ignored",
+        "tasks take ids (a /v1 client's system prompt aside, docs/ARCHITECTURE.md); results are ignored",
         "",
         "tests/admin/test_residue.py::test_purged_secret_is_nowhere_the_application_can_reach",
     ),
@@ -392,8 +400,8 @@ REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)
 
 
 def text_tables() -> list[str]:
-    """Tables with a text column: what the vacuum after a purge covers."""
-    return sorted({place.name.split(".")[0] for place in TEXT_COLUMNS})
+    """Tables with a text column, chat_message first: what the vacuum after a purge covers."""
+    return list(dict.fromkeys(place.name.split(".")[0] for place in TEXT_COLUMNS))
 
 
 def reindexed() -> list[str]:
