@@ -1,4 +1,7 @@
-"""Messages for staff: read-only, by status; a purged message shows as a tombstone.
+"""Messages for staff: read-only, by status; a removed message shows as a tombstone.
+
+Staff never read removed text: a purged message has none, and a soft-deleted
+one keeps its text only so that its owner can undo the deletion.
 
 Nothing here edits a message: content, embedding and edges change only
 through the services, which keep the provenance graph consistent.
@@ -16,13 +19,16 @@ from chat.models import Message
 from dellm_site.admin import ReadOnlyModelAdmin
 
 TOMBSTONE = "— purged —"
+DELETED = "— deleted —"
 PREVIEW_CHARS = 80
 
 
 def shown_content(message: Message, *, chars: int | None = None) -> str:
-    """What the admin shows for a message's text: never anything for a purged one."""
+    """What the admin shows for a message's text: never anything for a removed (purged or deleted) one."""
     if message.status == Message.Status.PURGED:
         return TOMBSTONE
+    if not message.is_live:
+        return DELETED
     return message.content if chars is None else Truncator(message.content).chars(chars)
 
 

@@ -150,7 +150,7 @@ def graph_elements_view(
             "truncated": window.older or window.edges_capped,
             "next": None,
         }
-        return GraphSerializer(body).data
+        return GraphSerializer(body, context={"withhold_removed": True}).data
 
     return _json(elements)
 
@@ -160,9 +160,15 @@ def graph_message_view(
 ) -> HttpResponse:
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
-    return _json(
-        lambda: MessageSerializer(chat_selectors.message_get(owner=owner, message_id=message_id)).data,
-    )
+
+    def message() -> Any:
+        found = chat_selectors.message_get(owner=owner, message_id=message_id)
+        data = MessageSerializer(found).data
+        if not found.is_live:
+            data["content"] = ""  # staff never read a removed message's text (a purged one has none)
+        return data
+
+    return _json(message)
 
 
 def graph_threads_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int) -> HttpResponse:

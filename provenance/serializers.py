@@ -329,7 +329,8 @@ class NodeDataSerializer(serializers.Serializer):
 
     def get_label(self, message: Message) -> str:
         head = f"#{message.seq} {message.role}"
-        if message.status == Message.Status.PURGED:
+        # Staff (context `withhold_removed`) never read a soft-deleted message's text either.
+        if message.status == Message.Status.PURGED or (self.context.get("withhold_removed") and not message.is_live):
             return head
         snippet = message.snippet  # type: ignore[attr-defined]  # annotated by selectors.graph_nodes
         if len(snippet) > LABEL_CHARS:

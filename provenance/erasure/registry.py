@@ -344,7 +344,9 @@ ELSEWHERE = (
         "checkpoint plus WAL retention; archives by their retention policy",
         "",
     ),
-    Place("backups", "whatever they copied before the purge", Way.PHYSICAL, "your retention policy", "backup expiry", ""),
+    Place(
+        "backups", "whatever they copied before the purge", Way.PHYSICAL, "your retention policy", "backup expiry", ""
+    ),
     Place(
         "a running import",
         "the parsed file, in the memory of the worker running its job",

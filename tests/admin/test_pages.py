@@ -202,6 +202,9 @@ def test_graph_elements_have_the_shape_of_the_api_graph(staff_client, history, o
     url = reverse("admin:provenance_deletionrequest_graph_elements", args=[owner.pk])
     for query in ("", "?include_deleted=true", f"?thread={history.thread.pk}&include_deleted=true"):
         mine = client_for(owner).get(f"/api/graph/{query}").json()
+        for node in mine["nodes"]:
+            if node["data"]["status"] == "deleted":  # staff never read removed text (tests/admin/test_removed_text.py)
+                node["data"]["label"] = node["data"]["label"].split(":")[0]
         assert staff_client.get(url + query).json() == mine
     assert staff_client.get(url + "?thread=999999").status_code == 404
     assert staff_client.get(url + "?include_deleted=maybe").status_code == 400
