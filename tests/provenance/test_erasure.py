@@ -17,6 +17,15 @@ WORDS = (b"zanzibar", b"quokka", b"918273")
 KEPT = "walrus"
 
 
+@pytest.fixture
+def vector_index_cleanup(transactional_db):
+    """Per-owner vector indexes outlive a transactional test's flush: drop the ones a test built."""
+    yield
+    with connection.cursor() as cursor:
+        for index in vector_indexes():
+            cursor.execute(f"DROP INDEX IF EXISTS {index_name(index.owner_id, index.model, index.dim)}")
+
+
 def _purge(owner, phrase: str):
     preview = services.deletion_preview(owner=owner, actor=owner, exact=phrase, mode="purge")
     return services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
@@ -55,7 +64,7 @@ def _registered(name: str) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_registry_names_every_index(owner, thread):
+def test_registry_names_every_index(owner, thread, vector_index_cleanup):
     for seed in range(3):
         make_message(thread, embedding=unit_vector(seed))
     owner_vector_index_sync(min_messages=3)  # the per-owner kind exists too
@@ -102,7 +111,7 @@ def _any_word(rows: list[tuple]) -> bool:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_text_column_or_expression_gets_planner_statistics(owner, thread):
+def test_no_text_column_or_expression_gets_planner_statistics(owner, thread, vector_index_cleanup):
     from chat.models import ImportJob, ImportUpload, Thread
 
     for n in range(8):
@@ -153,7 +162,7 @@ def _residue(relations: list[str], *, free_space: bool = False) -> dict[str, lis
 
 
 @pytest.mark.django_db(transaction=True)
-def test_purged_word_leaves_every_index_and_heap_file(owner, thread):
+def test_purged_word_leaves_every_index_and_heap_file(owner, thread, vector_index_cleanup):
     make_message(thread, SECRET, embedding=unit_vector(1))
     # Incompressible and long: stored out of line, in the TOAST table.
     noise = " ".join(secrets.token_hex(8) for _ in range(600))
@@ -184,7 +193,7 @@ def test_purged_word_leaves_every_index_and_heap_file(owner, thread):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_scrub_rebuilds_the_vector_index_of_an_owner_who_purged(owner, thread, other_owner):
+def test_scrub_rebuilds_the_vector_index_of_an_owner_who_purged(owner, thread, other_owner, vector_index_cleanup):
     from tests.factories import make_thread
 
     other_thread = make_thread(other_owner)
