@@ -21,7 +21,9 @@ the old model's index goes once its vectors fall below the threshold.
 Owners below the threshold keep exact search (recall 1.0). The sync builds an
 index with about sqrt(n) lists, rebuilds it once the history has grown four
 times past that (the centroids were chosen from an older history), and drops
-indexes of owners that fell below half the threshold or no longer exist.
+indexes of owners that fell below half the threshold or no longer exist. A
+purge's owner gets theirs rebuilt sooner, by the eraser's scrub
+(provenance/erasure): centroids are means of vectors, purged ones included.
 """
 
 import hashlib
