@@ -21,13 +21,14 @@ import logging
 
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from psycopg import sql
 
 from chat.services import purged_imports_scrub
 from chat.vector_indexes import index_name, vector_indexes
-from provenance.erasure.registry import REGISTRY, Place, Way, reindexed, text_tables
+from provenance.erasure.registry import REGISTRY, TABLES, Place, Way, reindexed, text_tables
 from provenance.models import DeletionRequest
 from provenance.tasks import erasure_vacuum_task
 
@@ -71,11 +72,22 @@ def vacuum() -> list[str]:
     return tables
 
 
+def _interrupted_rebuilds(cursor: CursorWrapper) -> list[str]:
+    cursor.execute(
+        "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "JOIN pg_class t ON t.oid = x.indrelid WHERE t.relname = ANY(%s) AND NOT x.indisvalid "
+        "AND i.relname ~ '_cc(new|old)[0-9]*$'",
+        [list(TABLES)],
+    )
+    return [row[0] for row in cursor.fetchall()]
+
+
 def scrub(*, force: bool = False) -> list[str]:
     """Rebuild the text indexes and purging owners' vector indexes if a purge ran since the last scrub.
 
     Returns the names of the indexes rebuilt ([] when nothing was purged
-    since). `force`: every one, whatever happened. The time of the last scrub
+    since). `force`: every one, whatever happened. First, the half-built
+    copies an interrupted rebuild left are dropped. The time of the last scrub
     lives in the cache; without it (a flushed cache, a first run) everything
     is rebuilt, which is safe. Outside a transaction (REINDEX CONCURRENTLY:
     chats and searches go on meanwhile), as Celery tasks run.
@@ -94,6 +106,10 @@ def scrub(*, force: bool = False) -> list[str]:
         if owners is None or index.owner_id in owners
     )
     with connection.cursor() as cursor:
+        for name in _interrupted_rebuilds(cursor):
+            # A REINDEX CONCURRENTLY cut short (worker killed, database restart)
+            # leaves its half-built copy, invalid, holding text; the next one builds another.
+            cursor.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
         for name in names:
             cursor.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier(name)))
     # The start time: a purge that executed during the rebuild triggers the next one.

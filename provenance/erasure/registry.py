@@ -28,6 +28,7 @@ class Way(StrEnum):
     DELETE = "row deleted"
     REINDEX = "index rebuilt by the scrub"
     OWNER_REINDEX = "the owner's index rebuilt by the scrub"
+    DROP = "dropped by the scrub"
     VACUUM = "removed by VACUUM"
     NEVER_KEPT = "never kept"
     PHYSICAL = "kept physically, bounded by operations"
@@ -327,6 +328,14 @@ ELSEWHERE = (
         "tables at once",
         "until reuse, or the next compaction",
         f"{_T}test_purged_word_leaves_every_index_and_heap_file",
+    ),
+    Place(
+        "<index>_ccnew",
+        "the half-built copy a REINDEX CONCURRENTLY cut short leaves (invalid, never used, holding text)",
+        Way.DROP,
+        "dropped by the next scrub before it rebuilds",
+        SCRUB_BOUND,
+        f"{_T}test_scrub_drops_the_copy_an_interrupted_rebuild_left",
     ),
     Place(
         "old index files",

@@ -4,7 +4,7 @@ import fnmatch
 import secrets
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 
 from chat.vector_indexes import INDEX_PREFIX, index_name, owner_vector_index_sync, vector_indexes
 from provenance import erasure, services
@@ -224,3 +224,15 @@ def test_scrub_rebuilds_the_vector_index_of_an_owner_who_purged(owner, thread, o
     assert after[owner.pk] != before[owner.pk]  # a new file: centroids from the live vectors only
     assert after[other_owner.pk] == before[other_owner.pk]
     assert erasure.scrub(force=True) == [*reindexed(), *_vector_index_names()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scrub_drops_the_copy_an_interrupted_rebuild_left(owner, thread):
+    make_message(thread, SECRET)
+    make_message(thread, SECRET)
+    # What a REINDEX CONCURRENTLY cut short leaves: an invalid index named <index>_ccnew.
+    with connection.cursor() as cursor, pytest.raises(IntegrityError):
+        cursor.execute("CREATE UNIQUE INDEX CONCURRENTLY message_search_gin_ccnew ON chat_message (content)")
+    assert "message_search_gin_ccnew" in _indexes_now()
+    assert erasure.scrub(force=True)[0] == "message_search_gin"
+    assert "message_search_gin_ccnew" not in _indexes_now()
