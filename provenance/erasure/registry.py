@@ -354,6 +354,15 @@ ELSEWHERE = (
         "",
     ),
     Place(
+        "PostgreSQL's server log",
+        "a failing statement (placeholders only: log_parameter_max_length_on_error is 0 by default) and the DETAIL "
+        "of a unique violation, which names the key (an imported key)",
+        Way.PHYSICAL,
+        "the server's log rotation; log_error_verbosity = terse leaves DETAIL out",
+        "your log retention",
+        "",
+    ),
+    Place(
         "backups", "whatever they copied before the purge", Way.PHYSICAL, "your retention policy", "backup expiry", ""
     ),
     Place(
