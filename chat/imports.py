@@ -49,6 +49,7 @@ from chat.importers import (
     parse_file,
 )
 from chat.models import ImportJob, ImportUpload, Message, Thread
+from chat.source_keys import stored_keys
 from chat.tasks import import_run_task
 from chat.writer import Branch, GraphEdge, GraphMessage, Supplied, graph_store, transcripts_store
 from dellm_site.errors import DomainError, NotFound, ValidationFailed
@@ -134,15 +135,24 @@ class _Unit:
 
 def _existing(owner_id: int, source: str, conversations: list[Conversation]) -> dict[str, dict[str, tuple[int, str]]]:
     """{conversation source id: {message source id: (id, status)}} of what is already imported."""
-    keys = [c.source_id for c in conversations]
-    threads = dict(
-        Thread.objects.filter(owner_id=owner_id, source=source, source_id__in=keys).values_list("pk", "source_id")
-    )
-    found: dict[str, dict[str, tuple[int, str]]] = {key: {} for key in keys}
+    found: dict[str, dict[str, tuple[int, str]]] = {c.source_id: {} for c in conversations}
+    threads = {thread.pk: key for key, thread in _imported_threads(owner_id, source, list(found)).items()}
+    # A purge leaves digests of message keys (chat/source_keys.py): found by digest, known by the file's key.
+    stored = {
+        c.source_id: stored_keys(owner_id=owner_id, keys=[m.source_id for m in c.messages]) for c in conversations
+    }
     rows = Message.objects.filter(owner_id=owner_id, thread_id__in=threads).exclude(source_id="")
     for thread_id, source_id, pk, status in rows.values_list("thread_id", "source_id", "pk", "status"):
-        found[threads[thread_id]][source_id] = (pk, status)
+        key = threads[thread_id]
+        found[key][stored[key].get(source_id, source_id)] = (pk, status)
     return found
+
+
+def _imported_threads(owner_id: int, source: str, keys: list[str]) -> dict[str, Thread]:
+    """{conversation key: its thread}, matching a purged thread's digested key too (chat/source_keys.py)."""
+    stored = stored_keys(owner_id=owner_id, keys=keys)
+    rows = Thread.objects.filter(owner_id=owner_id, source=source, source_id__in=list(stored))
+    return {stored[thread.source_id]: thread for thread in rows}
 
 
 def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
@@ -252,11 +262,10 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
         # Re-read under the lock: a concurrent import of the same file may
         # have landed some of these since they were embedded.
         existing = _existing(owner_id, source, unit.conversations)
-        threads: dict[str, int] = dict(
-            Thread.objects.filter(
-                owner_id=owner_id, source=source, source_id__in=[c.source_id for c in unit.conversations]
-            ).values_list("source_id", "pk")
-        )
+        threads: dict[str, int] = {
+            key: thread.pk
+            for key, thread in _imported_threads(owner_id, source, [c.source_id for c in unit.conversations]).items()
+        }
         titles = {c.source_id: c.title for c in unit.conversations}
 
         def thread_for(key: Hashable) -> int:

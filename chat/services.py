@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from chat.embeddings import embed_one
 from chat.llm import ContextItem, get_responder
-from chat.models import ContextEdge, Message, Thread, Turn
+from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread, Turn
 from chat.selectors import context_retrieve
+from chat.source_keys import source_key_digest
 from chat.tasks import turn_run_task
-from chat.writer import Source, SourcesRemoved, message_embedding_set, message_store
+from chat.writer import Source, SourcesRemoved, message_embedding_set, message_store, messages_source_keys_digest
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 
@@ -370,3 +371,46 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
             swept["rerun"].append(turn_id)
             _enqueue_turn(turn_id)
     return swept
+
+
+# --- After a purge (called by provenance/erasure.py) ----------------------------
+
+# What an imported thread is called once a purge touched it: its title came from the other tool's export.
+IMPORTED_TITLE = "Imported conversation"
+PURGED_UPLOAD_ERROR = "A purge erased the uploaded file before it was imported; upload it again."
+
+
+def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, int]:
+    """Leave no text of purged messages in what their import recorded. Caller holds the owner's lock.
+
+    In the purge's transaction, in order: each of `message_ids` that was
+    imported gets its `source_id` replaced by the keyed digest
+    (chat/source_keys.py; re-importing the file then finds it purged); each
+    imported thread holding one of them gets IMPORTED_TITLE and its key's
+    digest; the owner's import jobs that imported into those threads lose
+    their file name, and their errors' conversation keys become digests; every
+    upload the owner has waiting is deleted, and a job not started yet fails
+    with PURGED_UPLOAD_ERROR (a running one has its file in memory already and
+    matches digests like any import). Returns counts by kind.
+    """
+    digested = messages_source_keys_digest(owner_id=owner_id, ids=message_ids)
+    thread_ids = sorted(set(Message.objects.filter(pk__in=message_ids).values_list("thread_id", flat=True)))
+    threads = list(Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source=""))
+    for thread in threads:
+        Thread.objects.filter(pk=thread.pk).update(
+            title=IMPORTED_TITLE, source_id=source_key_digest(owner_id=owner_id, key=thread.source_id)
+        )
+    jobs = list(ImportJob.objects.filter(owner_id=owner_id, threads__overlap=[t.pk for t in threads]))
+    for job in jobs:
+        errors = [
+            {**error, "conversation": source_key_digest(owner_id=owner_id, key=str(error["conversation"]))}
+            if error.get("conversation")
+            else error
+            for error in job.errors
+        ]
+        ImportJob.objects.filter(pk=job.pk).update(filename="", errors=errors)
+    uploads, _ = ImportUpload.objects.filter(job__owner_id=owner_id).delete()
+    ImportJob.objects.filter(owner_id=owner_id, status=ImportJob.Status.PENDING).update(
+        status=ImportJob.Status.FAILED, error=PURGED_UPLOAD_ERROR, finished_at=timezone.now()
+    )
+    return {"messages": digested, "threads": len(threads), "jobs": len(jobs), "uploads": uploads}

@@ -21,7 +21,9 @@ the old model's index goes once its vectors fall below the threshold.
 Owners below the threshold keep exact search (recall 1.0). The sync builds an
 index with about sqrt(n) lists, rebuilds it once the history has grown four
 times past that (the centroids were chosen from an older history), and drops
-indexes of owners that fell below half the threshold or no longer exist.
+indexes of owners that fell below half the threshold or no longer exist. A
+purge's owner gets theirs rebuilt sooner, by the eraser's scrub
+(provenance/erasure): centroids are means of vectors, purged ones included.
 """
 
 import hashlib
@@ -156,5 +158,7 @@ def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list
                 lists=max(1, round(math.sqrt(count))),
             )
             cursor.execute(create)
+            # ANALYZE would sample the cast vectors into pg_statistic (provenance/erasure/registry.py).
+            cursor.execute(f"ALTER INDEX {name} ALTER COLUMN 1 SET STATISTICS 0")
             done["rebuilt" if lists is not None else "created"].append(owner_id)
     return done

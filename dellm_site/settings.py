@@ -177,6 +177,15 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = env_bool("DELLM_STATIC_FROM_SOURCE", DEBUG)
+# An uploaded chat history is plaintext: up to FILE_UPLOAD_MAX_MEMORY_SIZE
+# (Django's 2.5 MB, which also bounds the ASGI request body spool in memory)
+# it stays in memory, beyond that in a temporary file that never has a name,
+# so a killed process leaves no `.upload` file behind (dellm_site/uploads.py).
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "dellm_site.uploads.UnnamedTemporaryFileUploadHandler",
+]
+FILE_UPLOAD_TEMP_DIR = env_str("DELLM_UPLOAD_TEMP_DIR") or None
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -231,7 +240,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # later one is left to beat's `fire-due-expiries`, so no task waits in a worker
 # for longer than this (keep it under the visibility timeout).
 DELLM_EXPIRY_TIMER_HORIZON = env_float("DELLM_EXPIRY_TIMER_HORIZON", 600.0)
-# Longest time (seconds, plus one rebuild) a purged word stays in the full-text index.
+# Longest time (seconds, plus one rebuild) a purged word stays in an index (provenance/erasure/registry.py).
 DELLM_SEARCH_SCRUB_INTERVAL = env_float("DELLM_SEARCH_SCRUB_INTERVAL", 300.0)
 CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
@@ -239,9 +248,10 @@ CELERY_BEAT_SCHEDULE = {
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
     # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
-    # A GIN index keeps a purged word until rebuilt: rebuild it (concurrently)
-    # when purges ran since the last time (provenance/scrub.py).
-    "scrub-search-index": {"task": "provenance.search_index_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
+    # An index keeps a purged word (GIN keys, vector centroids) until rebuilt:
+    # rebuild every text index (concurrently) when purges ran since the last
+    # time (provenance/erasure).
+    "erasure-scrub": {"task": "provenance.erasure_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
     # Turns whose task was lost or gave up (database outage, worker killed
     # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
     "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},

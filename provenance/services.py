@@ -30,11 +30,12 @@ from chat.writer import (
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 from dellm_site.types import User
+from provenance import erasure
 from provenance.models import DeletionRequest
 from provenance.redaction import redaction_propose
 from provenance.regeneration import regeneration_plan, regeneration_verify, undo_plan
 from provenance.selectors import dep_ids, explanation_paths
-from provenance.tasks import deletion_fire_task, regeneration_run_task, vacuum_messages_task
+from provenance.tasks import deletion_fire_task, regeneration_run_task
 from provenance.verification import ForgetProbe, deletion_verify, forget_probe
 
 logger = logging.getLogger(__name__)
@@ -277,6 +278,9 @@ def _apply(
     }
     removed = messages_remove(owner_id=deletion.owner_id, ids=members, deletion_id=deletion.pk, purge=purge)
     now = timezone.now()
+    if purge:
+        # Every other place the text lives (provenance/erasure): imports now, vacuum on commit, scrub by beat.
+        erasure.purge_followups(owner_id=deletion.owner_id, message_ids=removed, deletion_id=deletion.pk)
     deletion.dependent_ids = sorted(members - set(deletion.matched_ids))
     deletion.explanations = {
         str(node): path
@@ -430,8 +434,6 @@ def _regeneration_start(deletion: DeletionRequest) -> None:
 
 
 def _after_commit(deletion: DeletionRequest) -> None:
-    if deletion.status == Status.EXECUTED and deletion.mode != Mode.SOFT and deletion.deleted_ids:
-        transaction.on_commit(lambda: vacuum_messages_task.delay())
     # Only a near expiry gets its own timer: a task with a far eta would sit in
     # the worker's memory, redelivered every visibility timeout, for years.
     # Beat's `deletions_fire_due` (every 30 s) fires the others when due.

@@ -10,7 +10,6 @@ import logging
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import connection
 
 from dellm_site.task_retry import DATABASE_TRANSIENT, database_retry, database_retry_options
 
@@ -47,25 +46,23 @@ def deletions_fire_due_task() -> None:
         logger.error("overdue expiries still scheduled: %s", failed)
 
 
-@shared_task(name="provenance.vacuum_messages", **database_retry_options())
-def vacuum_messages_task() -> None:
-    from chat.models import Message
+@shared_task(name="provenance.erasure_vacuum", **database_retry_options())
+def erasure_vacuum_task() -> None:
+    """After a purge: its old row versions, text included, leave heap, TOAST and indexes (provenance/erasure)."""
+    from provenance.erasure import vacuum
 
-    # A purge UPDATE leaves the old row versions, text included, in the heap
-    # until vacuumed. VACUUM cannot run inside a transaction block, and Celery
-    # tasks run in Django's autocommit mode.
-    with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM (ANALYZE) {Message._meta.db_table}")
-    # A literal line: the log filter withholds non-id arguments.
-    logger.info("vacuumed chat_message after a purge")
+    # VACUUM cannot run inside a transaction block; Celery tasks run in autocommit mode.
+    tables = vacuum()
+    # Table names, not arguments: the log filter withholds non-id arguments.
+    logger.info(f"vacuumed {', '.join(tables)} after a purge")
 
 
-@shared_task(name="provenance.search_index_scrub")
-def search_index_scrub_task() -> None:
-    """Beat: drop purged words from the full-text index (provenance/scrub.py)."""
-    from provenance.scrub import search_index_rebuild
+@shared_task(name="provenance.erasure_scrub")
+def erasure_scrub_task() -> None:
+    """Beat: purged words and centroids out of the indexes (provenance/erasure)."""
+    from provenance.erasure import scrub
 
-    search_index_rebuild()
+    scrub()
 
 
 @shared_task(

@@ -199,3 +199,49 @@ class AsgiServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+# --- Relation files, as PostgreSQL wrote them (the erasure registry's residue tests) ---
+
+PAGE = 8192
+
+
+def relation_files(relations: list[str]) -> dict[str, bytes]:
+    """{relation: every byte of its main fork} after a CHECKPOINT, a table's TOAST table listed as `<table>:toast`."""
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")
+        cursor.execute(
+            "SELECT c.relname, current_setting('data_directory'), pg_relation_filepath(c.oid), "
+            "pg_relation_filepath(NULLIF(c.reltoastrelid, 0)) FROM pg_class c WHERE c.relname = ANY(%s)",
+            [relations],
+        )
+        rows = cursor.fetchall()
+    found = {}
+    for name, root, main, toast in rows:
+        for key, relative in ((name, main), (f"{name}:toast", toast)):
+            if relative is not None:
+                path = Path(root) / relative
+                # A relation past 1 GB continues in segments .1, .2, ...
+                segments = [path, *sorted(path.parent.glob(f"{path.name}.*"))]
+                found[key] = b"".join(segment.read_bytes() for segment in segments)
+    return found
+
+
+def heap_tuples(data: bytes) -> bytes:
+    """The stored tuples of a heap file (live or dead), without the free space between them.
+
+    A page is a 24-byte header (pd_lower at byte 12, pd_upper at 14), then
+    4-byte line pointers (offset: 15 bits, flags: 2, length: 15): only what
+    a line pointer with a length points to is a tuple; the bytes between
+    pd_lower and pd_upper are free space, which VACUUM does not zero.
+    """
+    tuples = []
+    for start in range(0, len(data), PAGE):
+        page = data[start : start + PAGE]
+        lower = int.from_bytes(page[12:14], "little")
+        for pointer in range(24, lower, 4):
+            word = int.from_bytes(page[pointer : pointer + 4], "little")
+            offset, length = word & 0x7FFF, word >> 17
+            if length:
+                tuples.append(page[offset : offset + length])
+    return b"".join(tuples)

@@ -57,6 +57,7 @@ from chat.writer.statuses import (
     messages_expiring_mark,
     messages_remove,
     messages_restore,
+    messages_source_keys_digest,
 )
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "messages_expiring_mark",
     "messages_remove",
     "messages_restore",
+    "messages_source_keys_digest",
     "owners_history_delete",
     "transcripts_store",
 ]

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from chat.models import Message
 from chat.selectors import vector_literal
+from chat.source_keys import source_key_digest
 from chat.writer.messages import SourcesRemoved
 from dellm_site.locks import owner_lock
 
@@ -44,6 +45,27 @@ def messages_embeddings_set(*, ids: Sequence[int], embeddings: Sequence[list[flo
     literals = [None if vector is None else vector_literal(vector) for vector in embeddings]
     with connection.cursor() as cursor:
         cursor.execute(_EMBEDDINGS_SQL, [model, list(ids), literals])
+        return cursor.rowcount
+
+
+def messages_source_keys_digest(*, owner_id: int, ids: Iterable[int]) -> int:
+    """Replace the import keys of the owner's messages `ids` by their keyed digests; how many changed.
+
+    A purge's follow-up (`chat.services.purged_imports_scrub`, caller holds
+    the owner's lock): a key may be text (a JSONL id), and the digest still
+    lets a re-import of the same file find the message purged.
+    """
+    rows = list(
+        Message.objects.filter(owner_id=owner_id, pk__in=list(ids)).exclude(source_id="").values_list("pk", "source_id")
+    )
+    if not rows:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Message._meta.db_table} AS m SET source_id = d.digest "
+            "FROM unnest(%s::bigint[], %s::text[]) AS d(id, digest) WHERE m.id = d.id",
+            [[pk for pk, _ in rows], [source_key_digest(owner_id=owner_id, key=key) for _, key in rows]],
+        )
         return cursor.rowcount
 
 

@@ -26,6 +26,7 @@ from chat.writer import messages_remove
 from dellm_site.auth import token_create
 from dellm_site.locks import owner_lock
 from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
+from provenance import erasure
 from provenance.models import DeletionRequest
 from provenance.selectors import dep_ids
 from provenance.services import deletion_confirm, deletion_preview
@@ -304,11 +305,11 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
 def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
     """Dep(m) plus the purge of `deletion_confirm`, under the owner's lock, then rolled back.
 
-    The same calls as `provenance.services._apply` (Dep, then the writer's
-    `messages_remove`) minus the receipt's forget probe, so the 10k-message
-    cascade is measured without spending minutes on the probe (timed on its
-    own below) or changing the data. The deletion row it records goes with
-    the rollback.
+    The same calls as `provenance.services._apply` (Dep, the writer's
+    `messages_remove`, then the eraser's `purge_followups`) minus the
+    receipt's forget probe, so the 10k-message cascade is measured without
+    spending minutes on the probe (timed on its own below) or changing the
+    data. The deletion row it records goes with the rollback.
     """
     with transaction.atomic():
         owner_lock(owner_id)
@@ -317,7 +318,8 @@ def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
         )
         started = time.perf_counter()
         members = dep_ids(owner_id=owner_id, roots=[root])
-        messages_remove(owner_id=owner_id, ids=members, deletion_id=deletion.pk, purge=True)
+        removed = messages_remove(owner_id=owner_id, ids=members, deletion_id=deletion.pk, purge=True)
+        erasure.purge_followups(owner_id=owner_id, message_ids=removed, deletion_id=deletion.pk)
         elapsed = (time.perf_counter() - started) * 1000
         transaction.set_rollback(True)
     return elapsed, len(members)

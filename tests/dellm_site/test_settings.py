@@ -30,7 +30,7 @@ def test_beat_schedules_registered_tasks_only():
     assert {entry["task"] for entry in app.conf.beat_schedule.values()} == {
         "provenance.deletions_fire_due",
         "chat.vector_indexes_sync",
-        "provenance.search_index_scrub",
+        "provenance.erasure_scrub",
         "chat.turns_sweep",
         "chat.imports_sweep",
     }
