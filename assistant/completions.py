@@ -53,7 +53,7 @@ from django.db.models import QuerySet
 
 from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
-from chat.services import turn_create
+from chat.services import system_message_store, turn_create
 from chat.writer import Branch, Supplied, transcripts_store
 from dellm_site.errors import NotFound
 from dellm_site.locks import owner_lock
@@ -200,11 +200,13 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
     """Store what is new in a client's conversation and a pending turn for its last message.
 
     The caller enqueues the turn (after subscribing to its events). In one
-    transaction: the thread (found or opened), the earlier messages that
-    extend it (an assistant one derives from everything before it in the
-    thread, what the client's model saw, and is dropped if any of that is
-    removed: `chat.writer.transcripts_store`), then the system prompt if it
-    is new to the thread, the user's message and its turn (which records the prompt).
+    transaction: the thread (found or opened); the system prompt if it is new
+    to the thread (first, so that it is an ancestor of the client's replies
+    stored with it); the earlier messages that extend the thread (an
+    assistant one derives from everything before it in the thread, what the
+    client's model saw, and is dropped if any of that is removed:
+    `chat.writer.transcripts_store`); then the user's message and its turn
+    (which records the prompt).
     Nothing is stored for dropped messages; only counts are logged.
     """
     *earlier, last = conversation
@@ -230,6 +232,10 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
             if current.new != alignment.new:
                 vectors = _embed(current.new)
             alignment = current
+        # The prompt first: a reply the client's model wrote under it derives from it (it is
+        # "before" every new message), so purging the prompt takes that reply too.
+        if system.strip():
+            system_message_store(thread=thread, text=system)
         if alignment.new:
             # The thread as it stands (removed messages included), then what is new: the
             # writer skips an assistant message if anything before it is removed.

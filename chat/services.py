@@ -84,7 +84,7 @@ def turn_create(
     if policy not in settings.DELLM_CONTEXT_POLICIES:
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
     with transaction.atomic():
-        system_message = _system_message(thread=thread, text=system) if system.strip() else None
+        system_message = system_message_store(thread=thread, text=system) if system.strip() else None
         message = message_create(thread=thread, role=Message.Role.USER, content=content)
         turn = Turn.objects.create(
             owner_id=thread.owner_id, user_message=message, policy=policy, system_message=system_message
@@ -94,7 +94,7 @@ def turn_create(
     return turn
 
 
-def _system_message(*, thread: Thread, text: str) -> Message:
+def system_message_store(*, thread: Thread, text: str) -> Message:
     """The thread's live system prompt with exactly `text`, else a new one (never embedded: it is not memory).
 
     Under the owner's lock, so two requests with a new prompt store it once.

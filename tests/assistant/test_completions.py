@@ -175,3 +175,23 @@ def test_a_tail_forgotten_while_the_extension_is_embedded_stops_the_extension(ow
         "What do I ride?",
     ]
     assert (started.alignment.new, started.alignment.dropped_new, started.alignment.removed) == ([], 2, 1)
+
+
+def test_a_new_system_prompt_is_an_ancestor_of_the_client_replies_stored_with_it(owner):
+    """The prompt node is stored before the transcript's new messages: a reply the client's model wrote under it
+    derives from it, so purging the prompt removes that reply too."""
+    from provenance.selectors import dep_ids
+
+    thread = make_thread(owner)
+    history(thread, *EXCHANGE)
+    started = completion_turn_start(
+        owner=owner,
+        thread_id=thread.pk,
+        conversation=said(*EXCHANGE, ("user", "My PIN?"), ("assistant", "Your PIN is ORCHID-5150."), ("user", "Ok.")),
+        system="The PIN is ORCHID-5150.",
+    )
+    prompt = started.turn.system_message
+    quoting = Message.objects.get(thread=thread, content="Your PIN is ORCHID-5150.")
+    assert prompt.seq < quoting.seq
+    assert quoting.pk in dep_ids(owner_id=owner.pk, roots=[prompt.pk])
+    assert started.turn.user_message.pk not in dep_ids(owner_id=owner.pk, roots=[prompt.pk])
