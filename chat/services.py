@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from chat.embeddings import embed_one
@@ -388,7 +388,8 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
     (chat/source_keys.py; re-importing the file then finds it purged); each
     imported thread holding one of them gets IMPORTED_TITLE and its key's
     digest; the owner's import jobs that imported into those threads lose
-    their file name, and their errors' conversation keys become digests; every
+    their file name, and every job's errors that name one of those
+    conversations get its key's digest and a field cut to its first name; every
     upload the owner has waiting is deleted, and a job not started yet fails
     with PURGED_UPLOAD_ERROR (a running one has its file in memory already and
     matches digests like any import). Returns counts by kind.
@@ -396,19 +397,29 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
     digested = messages_source_keys_digest(owner_id=owner_id, ids=message_ids)
     thread_ids = sorted(set(Message.objects.filter(pk__in=message_ids).values_list("thread_id", flat=True)))
     threads = list(Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source=""))
+    keys = {thread.source_id: source_key_digest(owner_id=owner_id, key=thread.source_id) for thread in threads}
+    # The jobs that imported into these threads (their file name), and any job
+    # that names one of these conversations in its errors (one that failed it
+    # never listed its thread), read before the keys become digests.
+    named = Q(threads__overlap=[t.pk for t in threads])
+    for key in keys:
+        named |= Q(errors__contains=[{"conversation": key}])
+    jobs = list(ImportJob.objects.filter(named, owner_id=owner_id)) if threads else []
     for thread in threads:
-        Thread.objects.filter(pk=thread.pk).update(
-            title=IMPORTED_TITLE, source_id=source_key_digest(owner_id=owner_id, key=thread.source_id)
-        )
-    jobs = list(ImportJob.objects.filter(owner_id=owner_id, threads__overlap=[t.pk for t in threads]))
+        Thread.objects.filter(pk=thread.pk).update(title=IMPORTED_TITLE, source_id=keys[thread.source_id])
     for job in jobs:
+        # A purged conversation's error keeps our sentence; its key becomes the
+        # digest and its field loses everything past the first name (a message key).
         errors = [
-            {**error, "conversation": source_key_digest(owner_id=owner_id, key=str(error["conversation"]))}
-            if error.get("conversation")
+            {**error, "conversation": keys[error["conversation"]], "field": str(error.get("field") or "").split(".")[0]}
+            if error.get("conversation") in keys
             else error
             for error in job.errors
         ]
-        ImportJob.objects.filter(pk=job.pk).update(filename="", errors=errors)
+        update: dict[str, object] = {"errors": errors}
+        if set(job.threads) & {t.pk for t in threads}:
+            update["filename"] = ""
+        ImportJob.objects.filter(pk=job.pk).update(**update)
     uploads, _ = ImportUpload.objects.filter(job__owner_id=owner_id).delete()
     ImportJob.objects.filter(owner_id=owner_id, status=ImportJob.Status.PENDING).update(
         status=ImportJob.Status.FAILED, error=PURGED_UPLOAD_ERROR, finished_at=timezone.now()

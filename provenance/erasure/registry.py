@@ -132,9 +132,10 @@ TEXT_COLUMNS = (
         f"{IMPORT_JOB}.errors",
         "conversation keys of conversations that failed (with field names and our sentences)",
         Way.DIGEST,
-        "each `conversation` key replaced by its digest on those jobs",
+        "on every job of the owner, an error naming a purged conversation gets its key's digest and a field cut "
+        "to its first name (the rest can be a message key)",
         AT_CONFIRM,
-        f"{_S}test_purge_of_an_imported_conversation_leaves_no_text",
+        f"{_S}test_an_earlier_job_that_failed_the_conversation_keeps_no_key_of_it_after_the_purge",
     ),
 )
 

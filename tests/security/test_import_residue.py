@@ -136,3 +136,30 @@ def test_purge_deletes_a_waiting_upload_and_its_job_says_upload_again(
     job.refresh_from_db()
     assert (job.status, job.error) == ("failed", PURGED_UPLOAD_ERROR)
     assert Message.objects.filter(owner=owner).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_earlier_job_that_failed_the_conversation_keeps_no_key_of_it_after_the_purge(owner):
+    api = client_for(owner)
+    # An earlier upload failed this conversation: its job never listed the thread, only the key, in its errors.
+    failed = ImportJob.objects.create(
+        owner=owner,
+        format="jsonl",
+        status=ImportJob.Status.DONE,
+        errors=[
+            {"conversation": KEY, "field": "messages.q-cayman.content", "message": "is empty"},
+            {"conversation": "other-talk", "field": "id", "message": "appears twice in the file"},
+        ],
+    )
+    _upload(api)
+
+    preview = services.deletion_preview(owner=owner, actor=owner, exact="Cayman", mode="purge")
+    services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+    errors = api.get(f"/api/imports/{failed.pk}/").json()["errors"]
+    assert [(is_digest(e["conversation"]), e["field"], e["message"]) for e in errors] == [
+        (True, "messages", "is empty"),
+        (False, "id", "appears twice in the file"),
+    ]
+    assert errors[1]["conversation"] == "other-talk"
+    assert _texts_in(pg_dump()) == []
