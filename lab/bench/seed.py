@@ -255,6 +255,21 @@ def _drop_indexes(cursor) -> tuple[list[str], list[str]]:
         [list(TABLES)],
     )
     indexes = cursor.fetchall()
+    # An index column's statistics target (0 on expression columns that hold
+    # text, docs/SECURITY.md) is not part of its definition: restore it too.
+    cursor.execute(
+        """
+        SELECT a.attrelid::regclass::text, a.attnum, a.attstattarget
+        FROM pg_attribute a JOIN pg_index i ON i.indexrelid = a.attrelid
+        WHERE i.indrelid = ANY(%s::regclass[]) AND NOT i.indisprimary AND a.attstattarget >= 0
+          AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
+        """,
+        [list(TABLES)],
+    )
+    targets = [
+        f"ALTER INDEX {name} ALTER COLUMN {number} SET STATISTICS {target}"
+        for name, number, target in cursor.fetchall()
+    ]
     for table, name, _, _ in constraints:
         cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
     for name, _ in indexes:
@@ -264,7 +279,7 @@ def _drop_indexes(cursor) -> tuple[list[str], list[str]]:
         f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}'
         for table, name, definition, kind in sorted(constraints, key=lambda c: c[3] != "u")
     ]
-    return [definition for _, definition in indexes], recreate_constraints
+    return [definition for _, definition in indexes] + targets, recreate_constraints
 
 
 def bench_seed(
