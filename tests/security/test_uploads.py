@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -60,7 +61,9 @@ def test_the_asgi_request_body_spool_has_no_name(monkeypatch, tmp_path, size):
     async def receive():
         return chunks.pop(0)
 
-    spool = asyncio.run(ASGIHandler().read_body(receive))
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running in this one.
+    with ThreadPoolExecutor(1) as pool:
+        spool = pool.submit(asyncio.run, ASGIHandler().read_body(receive)).result()
     try:
         assert spool.read() == body
         assert os.listdir(tmp_path) == []

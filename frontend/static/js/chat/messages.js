@@ -1,6 +1,6 @@
 // The conversation: one <li> per message (author, seq, time, status, text;
 // memory chips under replies), scrolling, and messages leaving after a deletion.
-import { el, plural, replaceChildren, timeEl } from "../dom.js";
+import { el, replaceChildren, timeEl } from "../dom.js";
 import { importedBadge } from "../imported.js";
 import { roleLabel } from "../model.js";
 import { memoryChips } from "./memory-chips.js";
@@ -52,7 +52,7 @@ export function messageItem(message, questionId = null) {
   if (message.imported_from && !mine) {
     // An imported reply's context is every earlier message of its conversation: no chips to pick from.
     item.append(
-      el("div", { class: "chips" }, el("span", { class: "chips-label" }, `Imported reply: provenance unknown, so all ${plural(message.context.length, "earlier message")} of this conversation count as its sources`)),
+      el("div", { class: "chips" }, el("span", { class: "chips-label" }, "Imported reply: provenance unknown, so every earlier message of this conversation counts as its source")),
     );
   } else if (!mine && !system) item.append(memoryChips(message, questionId));
   return item;
