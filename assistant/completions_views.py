@@ -72,15 +72,13 @@ from dellm_site.event_streams import (
     subscribe_sync,
 )
 from provenance import services as deletions
-from provenance.requests import parse_deletion_request, resolve_deletion_request
+from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# As in the web chat (assistant/views.py): a typed deletion previews as restorable.
-CHAT_DELETION_MODE = "soft"
 # Seq numbers listed by a deletion preview answered in the chat.
 PREVIEW_LISTED = 10
 
@@ -191,7 +189,7 @@ def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Compl
     deletion = deletions.deletion_preview(
         owner=owner,
         actor=owner,
-        mode=CHAT_DELETION_MODE,
+        mode=TYPED_REQUEST_MODE,
         selector="request",
         **resolve_deletion_request(owner=owner, text=text),
     )

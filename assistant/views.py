@@ -1,30 +1,18 @@
 """POST /api/threads/{id}/messages/: a message is a turn (chat), a typed deletion request a preview (provenance)."""
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chat import selectors, services
 from chat.serializers import ChatAcceptedSerializer, ChatInputSerializer
-from dellm_site.api import errors
+from dellm_site.api import errors, validated
 from dellm_site.types import AuthenticatedRequest
 from provenance import services as deletions
-from provenance.requests import parse_deletion_request, resolve_deletion_request
+from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 from provenance.serializers import ChatDeletionSerializer
-
-# A deletion typed in the chat is parsed by rules that can misread; the mode it
-# previews is the restorable one. A purge is asked for on /api/deletions/.
-CHAT_DELETION_MODE = "soft"
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class ChatView(APIView):
@@ -44,14 +32,14 @@ class ChatView(APIView):
         summary="Send a message (or a deletion request) in a thread",
     )
     def post(self, request: AuthenticatedRequest, thread_id: int) -> Response:
-        content = _valid(ChatInputSerializer, request.data)["content"]
+        content = validated(ChatInputSerializer, request.data)["content"]
         services.validate_content(content)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
         if parse_deletion_request(content) is not None:
             deletion = deletions.deletion_preview(
                 owner=request.user,
                 actor=request.user,
-                mode=CHAT_DELETION_MODE,
+                mode=TYPED_REQUEST_MODE,
                 selector="request",
                 **resolve_deletion_request(owner=request.user, text=content),
             )

@@ -1,10 +1,8 @@
 """HTTP API for threads, chat turns and messages. Each view: validate -> one service or selector -> serialize."""
 
-from typing import Any
-
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,14 +18,8 @@ from chat.serializers import (
     ThreadSerializer,
     TurnSerializer,
 )
-from dellm_site.api import CostThrottle, Pagination, errors
+from dellm_site.api import CostThrottle, Pagination, errors, validated
 from dellm_site.types import AuthenticatedRequest
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class ThreadListView(APIView):
@@ -41,7 +33,7 @@ class ThreadListView(APIView):
         summary="Start a thread",
     )
     def post(self, request: AuthenticatedRequest) -> Response:
-        data = _valid(ThreadInputSerializer, request.data)
+        data = validated(ThreadInputSerializer, request.data)
         thread = services.thread_create(owner=request.user, title=data.get("title", ""))
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
@@ -59,7 +51,7 @@ class ThreadDetailView(APIView):
         summary="Rename a thread",
     )
     def patch(self, request: AuthenticatedRequest, thread_id: int) -> Response:
-        data = _valid(ThreadRenameSerializer, request.data)
+        data = validated(ThreadRenameSerializer, request.data)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
         thread = services.thread_rename(thread_id=thread.pk, title=data["title"])
         return Response(ThreadSerializer(thread).data)
@@ -95,7 +87,7 @@ class MessageListView(generics.ListAPIView):
         return "search" if request.query_params.get("q") else None
 
     def get_queryset(self) -> QuerySet[Message]:
-        query = _valid(MessageQuerySerializer, self.request.query_params)
+        query = validated(MessageQuerySerializer, self.request.query_params)
         return selectors.message_list(
             owner=self.request.user, thread_id=query.get("thread"), status=query["status"], q=query["q"]
         )

@@ -23,6 +23,10 @@ from dellm_site.types import User
 # Deletion requests are one short sentence; a longer text is an ordinary message
 # (and the patterns below never run on unbounded input).
 MAX_REQUEST_CHARS = 1000
+# A deletion typed in a chat (the web chat, `/v1`) is parsed by rules that can
+# misread; the mode it previews is the restorable one. A purge is asked for on
+# /api/deletions/.
+TYPED_REQUEST_MODE = "soft"
 
 
 @dataclass(frozen=True)

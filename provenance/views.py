@@ -8,14 +8,14 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors as chat_selectors
 from chat.serializers import MessageSerializer, ThreadSerializer
-from dellm_site.api import CostThrottle, LinkHeaderPagination, errors
+from dellm_site.api import CostThrottle, LinkHeaderPagination, errors, validated
 from dellm_site.errors import ValidationFailed
 from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
@@ -34,12 +34,6 @@ from provenance.serializers import (
     GraphSerializer,
     UndoPreviewSerializer,
 )
-
-
-def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +73,7 @@ class DeletionListView(APIView):
         summary="Preview a deletion",
     )
     def post(self, request: AuthenticatedRequest) -> Response:
-        data = _valid(DeletionInputSerializer, request.data)
+        data = validated(DeletionInputSerializer, request.data)
         deletion = services.deletion_preview(
             owner=request.user,
             actor=request.user,
@@ -108,7 +102,7 @@ class DeletionConfirmView(APIView):
         summary="Confirm a previewed deletion (executes it, or schedules an expiry)",
     )
     def post(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
-        data = _valid(DeletionConfirmSerializer, request.data or {})
+        data = validated(DeletionConfirmSerializer, request.data or {})
         deletion = services.deletion_confirm(
             deletion_id=deletion_id,
             owner_id=request.user.pk,
@@ -184,7 +178,7 @@ class DependentsView(APIView):
         summary="Dep(m) minus m, with explanation paths",
     )
     def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
-        depth = _valid(DependentsQuerySerializer, request.query_params).get("depth")
+        depth = validated(DependentsQuerySerializer, request.query_params).get("depth")
         found = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
         body = {"root": message_id, "dependents": found.items, "count": found.count, "truncated": found.truncated}
         return Response(DependentsSerializer(body).data)
@@ -200,7 +194,7 @@ class GraphView(APIView):
         summary="A window of the provenance graph as Cytoscape.js elements (the newest messages; `next` loads older)",
     )
     def get(self, request: AuthenticatedRequest) -> Response:
-        query = _valid(GraphQuerySerializer, request.query_params)
+        query = validated(GraphQuerySerializer, request.query_params)
         window = selectors.graph_window(
             owner=request.user,
             thread_id=query.get("thread"),
