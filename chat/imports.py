@@ -20,7 +20,12 @@ gets one from every message since the previous reply and one from that
 reply, which gives it the same ancestors, hence the same Dep, as an edge
 from every earlier message (`chat.lineage`). DeLLM's own export brings its
 edges; a message of it lands only if each of its sources is live or lands
-too, decided in one pass in topological order (`chat.writer.graph_store`).
+too, decided in one pass in topological order (`chat.writer.graph_store`),
+and a reply that no edge of the file points at is a chain reply like any
+other imported reply. An export re-imported into the account it was taken
+from names that account's own rows by id (`_own_rows`): they count as
+stored, live or removed, so nothing of it is duplicated and nothing deleted
+since comes back, nor anything derived from it.
 """
 
 from __future__ import annotations
@@ -134,7 +139,11 @@ class _Unit:
 
 
 def _existing(owner_id: int, source: str, conversations: list[Conversation]) -> dict[str, dict[str, tuple[int, str]]]:
-    """{conversation source id: {message source id: (id, status)}} of what is already imported."""
+    """{conversation source id: {message source id: (id, status)}} of what is already stored.
+
+    That is what an earlier import of the same file stored, and, for DeLLM's
+    export of this very account, the rows it was taken from (`_own_rows`).
+    """
     found: dict[str, dict[str, tuple[int, str]]] = {c.source_id: {} for c in conversations}
     threads = {thread.pk: key for key, thread in _imported_threads(owner_id, source, list(found)).items()}
     # A purge leaves digests of message keys (chat/source_keys.py): found by digest, known by the file's key.
@@ -145,6 +154,37 @@ def _existing(owner_id: int, source: str, conversations: list[Conversation]) -> 
     for thread_id, source_id, pk, status in rows.values_list("thread_id", "source_id", "pk", "status"):
         key = threads[thread_id]
         found[key][stored[key].get(source_id, source_id)] = (pk, status)
+    for key, own in _own_rows(owner_id, conversations).items():
+        found[key].update(own)
+    return found
+
+
+def _own_rows(owner_id: int, conversations: list[Conversation]) -> dict[str, dict[str, tuple[int, str]]]:
+    """{conversation: {message key: (id, status)}}: the owner's rows that DeLLM's export names by id.
+
+    An export of this account names its own messages, native or imported,
+    live or removed: a purged tombstone keeps its id, thread, seq and role.
+    A row counts only if it is the owner's and its thread, seq, role and
+    creation time (to the microsecond; the export always gives it) are the
+    file's too, so a file of another server or a hand-made one, whose ids
+    mean other rows here, matches none of them.
+    """
+    wanted = {m.exported_id: (c.source_id, m) for c in conversations for m in c.messages if m.exported_id is not None}
+    found: dict[str, dict[str, tuple[int, str]]] = {}
+    if not wanted:
+        return found
+    rows = Message.objects.filter(owner_id=owner_id, pk__in=list(wanted)).values_list(
+        "pk", "thread_id", "seq", "role", "created_at", "status"
+    )
+    for pk, thread_id, seq, role, created_at, status in rows:
+        key, message = wanted[pk]
+        if (thread_id, seq, role, created_at) == (
+            message.exported_thread,
+            message.order,
+            message.role,
+            message.created_at,
+        ):
+            found.setdefault(key, {})[message.source_id] = (pk, status)
     return found
 
 
@@ -311,7 +351,8 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
                 owner_id=owner_id,
                 messages=[message for _, message in new],
                 existing={key: row[0] for c in unit.conversations for key, row in existing[c.source_id].items()},
-                edges=[GraphEdge(source=e.source, target=e.target, rank=e.rank, score=e.score) for e in unit.edges],
+                edges=[GraphEdge(e.source, e.target, e.rank, e.score, e.signal) for e in unit.edges],
+                conversations={c.source_id: [m.source_id for m in c.messages] for c in unit.conversations},
                 thread_for=thread_for,
             )
     touched = sorted({m.thread_id for m in stored.created})

@@ -37,6 +37,11 @@ class ImportedMessage:
     created_at: datetime | None = None
     # Position in the whole file when conversations interleave (DeLLM's `seq`).
     order: int | None = None
+    # DeLLM's export: the message's id and its thread's id in the account it
+    # was exported from. Exported from the importing account itself, they
+    # name its own rows (chat/imports.py finds them, and imports them never).
+    exported_id: int | None = None
+    exported_thread: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class ImportedEdge:
     target: str
     rank: int
     score: float
+    signal: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,26 @@
 """DeLLM's own export (`GET /api/export/`): threads, messages, edges, deletions.
 
 Each thread becomes a conversation with its messages in `seq` order, and the
-export's edges are kept (mapped to the new ids on import), so provenance
-survives the round trip. Messages are keyed `<username>:<id>` and threads
-`<username>:thread:<id>`, so exports of two accounts never collide. Deletions
-are ids and counts only and are not imported.
+export's edges are kept with their rank, score and signal (mapped to the new
+ids on import), so provenance survives the round trip. Messages are keyed
+`<username>:<id>` and threads `<username>:thread:<id>`, so exports of two
+accounts never collide; each message keeps its exported id and thread id
+too, so an export re-imported into the account it came from is matched to
+that account's own rows (`chat.imports`). Deletions are ids and counts only
+and are not imported.
+
+Checked here, per export: ids are whole numbers and message ids unique; an
+edge's score is a finite number (stored as float8), its rank a whole number
+from 0 to 32767 (a smallint), its signal one of `ContextEdge.Signal`'s or
+empty; a `system` message (a `/v1` client's system prompt) derives from
+nothing, so no edge may point at one. What the edges leave out is decided on
+import: a reply with no edge into it derives from everything before it in its
+thread (`chat.writer.graph_store`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from chat.importers.base import (
@@ -25,8 +37,13 @@ from chat.importers.base import (
     check_text,
     iso_datetime,
 )
+from chat.models import ContextEdge
 
 FORMAT = "dellm"
+# ContextEdge.rank is a smallint; ids are bigints.
+MAX_RANK = 32767
+MAX_ID = 2**63 - 1
+SIGNALS = frozenset(ContextEdge.Signal.values) | {""}
 
 
 def looks_like(document: Any) -> bool:
@@ -37,6 +54,36 @@ def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConversationInvalid(where, "is not a whole number")
     return value
+
+
+def _score(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConversationInvalid(where, "is not a number")
+    try:
+        score = float(value)
+    except OverflowError:
+        score = math.inf
+    if not math.isfinite(score):
+        raise ConversationInvalid(where, "is not a finite number")
+    return score
+
+
+def _rank(value: Any, where: str) -> int:
+    rank = _int(value, where)
+    if not 0 <= rank <= MAX_RANK:
+        raise ConversationInvalid(where, f"must be from 0 to {MAX_RANK}")
+    return rank
+
+
+def _signal(value: Any, where: str) -> str:
+    if not isinstance(value, str) or value not in SIGNALS:
+        raise ConversationInvalid(where, f"must be one of {', '.join(sorted(SIGNALS - {''}))} or empty")
+    return value
+
+
+def _exported(value: int) -> int | None:
+    """An id that can name a row here (a bigint above 0), or None."""
+    return value if 0 < value <= MAX_ID else None
 
 
 def parse(document: Any, limits: Limits) -> ParseResult:
@@ -72,6 +119,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             titles[thread_id] = (title, iso_datetime(thread.get("created_at"), f"threads[{index}].created_at"))
             by_thread[thread_id] = []
         known: set[str] = set()
+        prompts: set[str] = set()
         for index, message in enumerate(messages):
             where = f"messages[{index}]"
             if not isinstance(message, dict):
@@ -86,7 +134,11 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if not isinstance(content, str) or not content.strip():
                 raise ConversationInvalid(f"{where}.content", "is missing or empty")
             key = f"{username}:{message_id}"
+            if key in known:
+                raise ConversationInvalid(f"{where}.id", "names a message listed before")
             known.add(key)
+            if message["role"] == "system":
+                prompts.add(key)
             seq = _int(message.get("seq"), f"{where}.seq")
             by_thread[thread_id].append(
                 (
@@ -97,6 +149,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                         text=check_text(content, f"{where}.content", limits),
                         created_at=iso_datetime(message.get("created_at"), f"{where}.created_at"),
                         order=seq,
+                        exported_id=_exported(message_id),
+                        exported_thread=_exported(thread_id),
                     ),
                 )
             )
@@ -108,11 +162,16 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             target = f"{username}:{_int(edge.get('target'), f'{where}.target')}"
             if source not in known or target not in known:
                 raise ConversationInvalid(where, "joins a message the export does not have")
-            score = edge.get("score", 0.0)
-            if isinstance(score, bool) or not isinstance(score, (int, float)):
-                raise ConversationInvalid(f"{where}.score", "is not a number")
+            if target in prompts:
+                raise ConversationInvalid(f"{where}.target", "is a system prompt, which derives from nothing")
             edges_out.append(
-                ImportedEdge(source=source, target=target, rank=_int(edge.get("rank", 0), f"{where}.rank"), score=score)
+                ImportedEdge(
+                    source=source,
+                    target=target,
+                    rank=_rank(edge.get("rank", 0), f"{where}.rank"),
+                    score=_score(edge.get("score", 0.0), f"{where}.score"),
+                    signal=_signal(edge.get("signal", ""), f"{where}.signal"),
+                )
             )
         for thread_id, rows in by_thread.items():
             rows.sort(key=lambda row: row[0])

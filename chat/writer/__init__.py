@@ -19,7 +19,9 @@ evaluation. The provenance rules are applied here, once:
    model that saw every earlier message of its conversation. If any of those
    is removed (deleted, purged, expiring ones count as live) or was itself
    not stored, it is not stored: `transcripts_store` reports it as skipped,
-   whichever door it came through. Its edges are linear in size
+   whichever door it came through, and so does `graph_store` for a reply of
+   DeLLM's own export that no edge of the file points at (a user or system
+   message derives from nothing). Its edges are linear in size
    (`chat.lineage.transcript_sources`), with signal `transcript`.
 
 Locking: every function that creates a row or changes a status takes the

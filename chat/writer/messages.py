@@ -258,6 +258,24 @@ class GraphEdge:
     target: Hashable
     rank: int
     score: float
+    signal: str = ""
+
+
+def _chain_pairs(
+    conversations: Mapping[Hashable, Sequence[Hashable]], chains: set[Hashable], replies: set[Hashable]
+) -> list[tuple[Hashable, Hashable, int]]:
+    """`(source, reply, rank)` for `replies`, by `chat.lineage.transcript_sources` with `chains` as chain replies.
+
+    `rank` is how many messages lie between source and reply.
+    """
+    pairs = []
+    for keys in conversations.values():
+        pairs += [
+            (keys[source], keys[target], target - source - 1)
+            for source, target in transcript_sources([(index, key in chains) for index, key in enumerate(keys)])
+            if keys[target] in replies
+        ]
+    return pairs
 
 
 def graph_store(
@@ -266,6 +284,7 @@ def graph_store(
     messages: Sequence[GraphMessage],
     existing: Mapping[Hashable, int],
     edges: Sequence[GraphEdge],
+    conversations: Mapping[Hashable, Sequence[Hashable]],
     thread_for: Callable[[Hashable], int],
 ) -> Stored:
     """Store messages whose sources are given as edges; sequence numbers in `messages`' order.
@@ -273,9 +292,14 @@ def graph_store(
     A message is stored only if every source is a live stored message
     (`existing`: key -> id) or a message stored here (rule 1), decided in one
     pass in topological order (a cycle or an unknown source stores nothing of
-    it). `thread_for(conversation)` gives the thread of a conversation that
-    gets a message (and is called for no other). Edges into `existing`
-    messages are ignored. Takes the owner's lock.
+    it). A supplied assistant or summary message that no edge points at is a
+    chain reply (rule 2): it derives from every message before it in its
+    conversation (`conversations`: each one's keys in order, stored and new),
+    by linear `transcript` edges as in `transcripts_store`, so it is skipped
+    if any of those is removed or skipped. A user or system message that no
+    edge points at derives from nothing. `thread_for(conversation)` gives the
+    thread of a conversation that gets a message (and is called for no
+    other). Edges into `existing` messages are ignored. Takes the owner's lock.
     """
     stored = Stored()
     with transaction.atomic():
@@ -283,20 +307,50 @@ def graph_store(
         live_ids = _live(owner_id, existing.values())
         ok: dict[Hashable, bool] = {key: pk in live_ids for key, pk in existing.items()}
         new = {m.key for m in messages if m.key not in existing}
-        into: dict[Hashable, list[GraphEdge]] = defaultdict(list)
+        pointed = {edge.target for edge in edges}
+        replies = {
+            m.key
+            for m in messages
+            if m.key in new and m.key not in pointed and m.supplied.role not in (Message.Role.USER, Message.Role.SYSTEM)
+        }
+        if unplaced := replies - {key for keys in conversations.values() for key in keys}:
+            raise ValueError(f"{len(unplaced)} chain replies are in no conversation")
+        stored_chains = set(
+            ContextEdge.objects.filter(
+                owner_id=owner_id, target_id__in=set(existing.values()), signal=ContextEdge.Signal.TRANSCRIPT
+            )
+            .values_list("target_id", flat=True)
+            .distinct()
+        )
+        chains = replies | {key for key, pk in existing.items() if pk in stored_chains}
+        # Stored: linear edges, through the stored chain replies too (they
+        # derive from everything before them already).
+        edges = [
+            *edges,
+            *(
+                GraphEdge(source, reply, rank, 0.0, ContextEdge.Signal.TRANSCRIPT.value)
+                for source, reply, rank in _chain_pairs(conversations, chains, replies)
+            ),
+        ]
+        # Required, not stored: everything before a chain reply is live or lands,
+        # as in `transcripts_store` (through the new chain replies only, whose
+        # own requirements cover what came before them: still linear).
+        needs = [(edge.source, edge.target) for edge in edges]
+        needs += [(source, reply) for source, reply, _ in _chain_pairs(conversations, replies, replies)]
+        into: dict[Hashable, list[Hashable]] = defaultdict(list)
         waiting: dict[Hashable, int] = dict.fromkeys(new, 0)
         after: dict[Hashable, list[Hashable]] = defaultdict(list)
-        for edge in edges:
-            if edge.target not in new:
+        for source, target in needs:
+            if target not in new:
                 continue
-            into[edge.target].append(edge)
-            if edge.source in new:
-                waiting[edge.target] += 1
-                after[edge.source].append(edge.target)
+            into[target].append(source)
+            if source in new:
+                waiting[target] += 1
+                after[source].append(target)
         ready = deque(key for key, count in waiting.items() if count == 0)
         while ready:
             key = ready.popleft()
-            ok[key] = all(ok.get(edge.source, False) for edge in into[key])
+            ok[key] = all(ok.get(source, False) for source in into[key])
             for target in after[key]:
                 waiting[target] -= 1
                 if waiting[target] == 0:
@@ -313,11 +367,11 @@ def graph_store(
                 owner_id=owner_id, thread_id=thread_for(message.conversation), seq=seq, supplied=message.supplied
             )
             seq += 1
-        stored.created = Message.objects.bulk_create(rows.values())
+        stored.created = Message.objects.bulk_create(list(rows.values()))
         ids = {**existing, **{key: row.pk for key, row in rows.items()}}
         stored.edges = _edges_insert(
             owner_id=owner_id,
-            rows=[(ids[e.source], ids[e.target], e.rank, e.score, "") for e in edges if e.target in rows],
+            rows=[(ids[e.source], ids[e.target], e.rank, e.score, e.signal) for e in edges if e.target in rows],
         )
         _threads_touch(m.thread_id for m in stored.created)
     return stored

@@ -365,3 +365,74 @@ def test_property_any_input_parses_or_fails_with_a_format_error(data):
     except ImportFormatError:
         return
     assert all(m.text and m.role in ("user", "assistant", "summary") for c in result.conversations for m in c.messages)
+
+
+def dellm_export(*edges, roles=("user", "assistant")):
+    return json.dumps(
+        {
+            "username": "alice",
+            "threads": [{"id": 1, "title": "t"}],
+            "messages": [
+                {"id": index + 1, "thread": 1, "seq": index + 1, "role": role, "content": f"m{index + 1}"}
+                for index, role in enumerate(roles)
+            ],
+            "edges": list(edges),
+        }
+    ).encode()
+
+
+def test_dellm_edges_keep_their_signal_and_scores_become_floats():
+    result = parse_file(
+        dellm_export(
+            {"source": 1, "target": 2, "rank": 0, "score": 1, "signal": ""},
+            {"source": 2, "target": 1, "rank": 32767, "score": 0.25, "signal": "vector"},
+        )
+    )
+    assert result.errors == []
+    assert [(e.source, e.target, e.rank, e.score, type(e.score), e.signal) for e in result.edges] == [
+        ("alice:1", "alice:2", 0, 1.0, float, ""),
+        ("alice:2", "alice:1", 32767, 0.25, float, "vector"),
+    ]
+    [conversation] = result.conversations
+    assert [(m.exported_id, m.exported_thread) for m in conversation.messages] == [(1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("edge", "field", "message"),
+    [
+        (
+            {"signal": "telepathy"},
+            "edges[0].signal",
+            "must be one of both, lexical, system, transcript, vector or empty",
+        ),
+        ({"signal": 3}, "edges[0].signal", "must be one of both, lexical, system, transcript, vector or empty"),
+        ({"score": "high"}, "edges[0].score", "is not a number"),
+        ({"score": True}, "edges[0].score", "is not a number"),
+        ({"score": 10**400}, "edges[0].score", "is not a finite number"),
+        ({"rank": 32768}, "edges[0].rank", "must be from 0 to 32767"),
+        ({"rank": -1}, "edges[0].rank", "must be from 0 to 32767"),
+    ],
+)
+def test_dellm_bad_edge_fields_are_named(edge, field, message):
+    result = parse_file(dellm_export({"source": 1, "target": 2, **edge}))
+    assert (result.conversations, result.edges) == ([], [])
+    assert [e.as_dict() for e in result.errors] == [
+        {"conversation": "alice (the whole export)", "field": field, "message": message}
+    ]
+
+
+def test_dellm_infinite_scores_duplicate_ids_and_edges_into_a_system_prompt_are_refused():
+    infinite = dellm_export().replace(b'"edges": []', b'"edges": [{"source": 1, "target": 2, "score": 1e400}]')
+    duplicate = json.loads(dellm_export())
+    duplicate["messages"][1]["id"] = 1
+    cases = [
+        (infinite, "edges[0].score", "is not a finite number"),
+        (json.dumps(duplicate).encode(), "messages[1].id", "names a message listed before"),
+        (
+            dellm_export({"source": 1, "target": 2}, roles=("user", "system")),
+            "edges[0].target",
+            "is a system prompt, which derives from nothing",
+        ),
+    ]
+    for data, field, message in cases:
+        assert [(e.field, e.message) for e in parse_file(data).errors] == [(field, message)]

@@ -11,7 +11,7 @@ from chat.models import ContextEdge, Message, Thread
 from dellm_site.errors import ValidationFailed
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
-from tests.factories import make_message, make_thread
+from tests.factories import make_edge, make_message, make_thread
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHATGPT = json.loads((FIXTURES / "chatgpt_conversations.json").read_text())
@@ -222,8 +222,9 @@ def test_dellm_export_round_trip_same_messages_and_edges(owner, other_owner, api
     m2 = make_message(second, "I like green tea")
     m3 = make_message(first, "Paris, noted", role="assistant")
     m4 = make_message(second, "Green tea from Paris", role="assistant")
-    for source, target in [(m0, m3), (m1, m3), (m1, m4), (m2, m4), (m3, m4)]:
-        ContextEdge.objects.create(owner=owner, source=source, target=target, rank=1, score=0.25)
+    signals = ["system", "", "vector", "lexical", "both"]
+    for (source, target), signal in zip([(m0, m3), (m1, m3), (m1, m4), (m2, m4), (m3, m4)], signals, strict=True):
+        ContextEdge.objects.create(owner=owner, source=source, target=target, rank=1, score=0.25, signal=signal)
     # The export is streamed (sec-hardening).
     export = b"".join(api.get("/api/export/").streaming_content)
     progress = run_import(other_owner, export)
@@ -234,13 +235,120 @@ def test_dellm_export_round_trip_same_messages_and_edges(owner, other_owner, api
         titles = {t["id"]: t["title"] for t in document["threads"]}
         position = {m["id"]: i for i, m in enumerate(document["messages"])}
         messages = [(titles[m["thread"]], m["role"], m["content"]) for m in document["messages"]]
-        edges = sorted((position[e["source"]], position[e["target"]], e["rank"], e["score"]) for e in document["edges"])
+        edges = sorted(
+            (position[e["source"]], position[e["target"]], e["rank"], e["score"], e["signal"])
+            for e in document["edges"]
+        )
         return messages, edges
 
     assert shape(other_api) == shape(api)
     assert set(Message.objects.filter(owner=other_owner).values_list("imported_from", flat=True)) == {"dellm"}
     again = run_import(other_owner, export)
     assert (again.messages_imported, again.edges_created) == (0, 0)
+
+
+def export_of(api_client) -> dict:
+    return json.loads(b"".join(api_client.get("/api/export/").streaming_content))
+
+
+def test_reimporting_your_own_export_adds_nothing_and_brings_back_nothing_deleted(owner, api):
+    paris, tea = make_thread(owner, "Paris"), make_thread(owner, "Tea")
+    u1 = make_message(paris, "I live in Paris")
+    a1 = make_message(paris, "Paris, noted", role="assistant")
+    u2 = make_message(tea, "I like green tea")
+    a2 = make_message(tea, "Green tea, noted", role="assistant")
+    make_edge(u1, a1, rank=0, score=1.0)
+    make_edge(u2, a2, rank=0, score=1.0)
+    document = export_of(api)
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (0, 0, 0)
+    assert (progress.threads, progress.errors) == ([], [])
+
+    purge = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[u1.pk])
+    deletions.deletion_confirm(deletion_id=purge.pk, owner_id=owner.pk, confirmed_by=owner)
+    soft = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[u2.pk])
+    deletions.deletion_confirm(deletion_id=soft.pk, owner_id=owner.pk, confirmed_by=owner)
+    before = export_of(api)
+    # The old export, grown by two new messages of the Paris thread: one quotes u1, one follows it.
+    document["messages"] += [
+        {"id": a2.pk + 100, "thread": paris.pk, "seq": 90, "role": "assistant", "content": "You live in Paris"},
+        {"id": a2.pk + 101, "thread": paris.pk, "seq": 91, "role": "summary", "content": "Lives in Paris"},
+    ]
+    document["edges"].append({"source": u1.pk, "target": a2.pk + 100, "rank": 0, "score": 1.0, "signal": ""})
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (0, 2, 0)
+    assert progress.errors == []
+    assert dict(Message.objects.filter(owner=owner).values_list("pk", "status")) == {
+        u1.pk: "purged",
+        a1.pk: "purged",
+        u2.pk: "deleted",
+        a2.pk: "deleted",
+    }
+    assert not Thread.objects.filter(owner=owner, source="dellm").exists()
+    assert not Message.objects.filter(owner=owner, content__contains="Paris").exists()
+    assert export_of(api)["messages"] == before["messages"] == []
+
+
+def test_an_export_of_another_server_with_the_same_ids_is_imported_not_matched(owner, api):
+    first = make_thread(owner, "Paris")
+    u1 = make_message(first, "I live in Paris")
+    document = export_of(api)
+    # The same id, thread and seq on another server, written at another time.
+    document["messages"][0]["created_at"] = "2020-01-01T00:00:00Z"
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.errors) == (1, [])
+    assert by_source(owner)[f"alice:{u1.pk}"].content == "I live in Paris"
+
+
+def test_a_dellm_file_without_edges_follows_the_chain_rule(owner):
+    roles = ["system", "user", "assistant", "user", "assistant"]
+    document = {
+        "username": "someone",
+        "threads": [{"id": 1, "title": "Lisbon"}],
+        "messages": [
+            {"id": index + 1, "thread": 1, "seq": index + 1, "role": role, "content": f"{role} {index + 1}"}
+            for index, role in enumerate(roles)
+        ],
+        "edges": [],
+    }
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.edges_created) == (5, 4)
+    rows = {int(key.split(":")[1]): message for key, message in by_source(owner).items()}
+    edges = ContextEdge.objects.filter(owner=owner).values_list("source_id", "target_id", "rank", "signal")
+    assert set(edges) == {
+        (rows[1].pk, rows[3].pk, 1, "transcript"),
+        (rows[2].pk, rows[3].pk, 0, "transcript"),
+        (rows[3].pk, rows[5].pk, 1, "transcript"),
+        (rows[4].pk, rows[5].pk, 0, "transcript"),
+    }
+    deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[rows[2].pk])
+    assert deletion.dependent_ids == [rows[3].pk, rows[5].pk]
+    deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    # Grown by a reply with no edges: it follows the purged u2, so it is skipped; a new user message lands.
+    document["messages"] += [
+        {"id": 6, "thread": 1, "seq": 6, "role": "user", "content": "user 6"},
+        {"id": 7, "thread": 1, "seq": 7, "role": "assistant", "content": "assistant 7"},
+    ]
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (1, 1, 0)
+    assert Message.objects.filter(owner=owner, status__in=Message.LIVE).count() == 3
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_dellm_edge_scores_mixing_whole_numbers_and_floats_import(owner):
+    document = {
+        "username": "someone",
+        "threads": [{"id": 1}],
+        "messages": [
+            {"id": 1, "thread": 1, "seq": 1, "role": "user", "content": "u"},
+            {"id": 2, "thread": 1, "seq": 2, "role": "user", "content": "v"},
+            {"id": 3, "thread": 1, "seq": 3, "role": "assistant", "content": "a"},
+        ],
+        "edges": [{"source": 1, "target": 3, "score": 1}, {"source": 2, "target": 3, "score": 0.5, "rank": 1}],
+    }
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.edges_created, progress.errors) == (3, 2, [])
+    assert sorted(ContextEdge.objects.filter(owner=owner).values_list("rank", "score")) == [(0, 1.0), (1, 0.5)]
 
 
 def test_history_parse_limits_are_validation_errors(settings):

@@ -184,6 +184,7 @@ def test_graph_store_keeps_only_messages_whose_sources_are_live_in_one_topologic
         messages=messages,
         existing={"gone": gone.pk, "kept": kept.pk},
         edges=edges,
+        conversations={"c": ["gone", "kept", *(m.key for m in messages)]},
         thread_for=lambda conversation: asked.append(conversation) or thread.pk,
     )
     assert ([m.content for m in result.created], result.skipped, result.edges) == (["a", "b", "c"], 4, 3)
@@ -191,6 +192,44 @@ def test_graph_store_keeps_only_messages_whose_sources_are_live_in_one_topologic
     assert edges_of(owner) == {(kept.pk, ids["a"]), (ids["a"], ids["c"]), (ids["c"], ids["b"])}
     assert [m.seq for m in result.created] == [3, 4, 5]
     assert asked == ["c", "c", "c"]
+
+
+def test_graph_store_a_reply_no_edge_points_at_derives_from_everything_before_it(owner, thread):
+    u1 = make_message(thread, "u1")
+    a1 = make_message(thread, "a1", role="assistant")
+    ContextEdge.objects.create(owner=owner, source=u1, target=a1, rank=0, score=0.0, signal="transcript")
+
+    def new(key, role):
+        return GraphMessage(key=key, conversation="c", supplied=Supplied(role=role, content=key))
+
+    messages = [new("u2", "user"), new("s", "system"), new("a2", "assistant")]
+    result = graph_store(
+        owner_id=owner.pk,
+        messages=messages,
+        existing={"u1": u1.pk, "a1": a1.pk},
+        edges=[],
+        conversations={"c": ["u1", "a1", "u2", "s", "a2"]},
+        thread_for=lambda conversation: thread.pk,
+    )
+    ids = {m.content: m.pk for m in result.created}
+    assert (sorted(ids), result.skipped, result.edges) == (["a2", "s", "u2"], 0, 3)
+    # Linear: a1 already derives from u1; the system prompt and u2 derive from nothing.
+    assert set(ContextEdge.objects.filter(target_id=ids["a2"]).values_list("source_id", "rank", "signal")) == {
+        (a1.pk, 2, "transcript"),
+        (ids["u2"], 1, "transcript"),
+        (ids["s"], 0, "transcript"),
+    }
+    assert ContextEdge.objects.filter(target_id__in=[ids["u2"], ids["s"]]).count() == 0
+    messages_remove(owner_id=owner.pk, ids=[u1.pk], deletion_id=9, purge=False)
+    again = graph_store(
+        owner_id=owner.pk,
+        messages=[new("a3", "summary")],
+        existing={"u1": u1.pk, "a1": a1.pk},
+        edges=[],
+        conversations={"c": ["u1", "a1", "a3"]},
+        thread_for=lambda conversation: thread.pk,
+    )
+    assert (again.created, again.skipped) == ([], 1)
 
 
 def test_restoring_a_message_whose_source_is_removed_elsewhere_is_refused(owner, thread):

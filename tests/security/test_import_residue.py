@@ -163,3 +163,25 @@ def test_an_earlier_job_that_failed_the_conversation_keeps_no_key_of_it_after_th
     ]
     assert errors[1]["conversation"] == "other-talk"
     assert _texts_in(pg_dump()) == []
+
+
+def test_reimporting_your_own_export_taken_before_a_purge_brings_nothing_back(
+    owner, thread, django_capture_on_commit_callbacks
+):
+    api = client_for(owner)
+    secret = make_message(thread, "Should I tell my lawyer about the Cayman account?")
+    export = b"".join(api.get("/api/export/").streaming_content)
+    with django_capture_on_commit_callbacks(execute=False):  # no VACUUM inside the test's transaction
+        preview = services.deletion_preview(owner=owner, actor=owner, exact="Cayman", mode="purge")
+        services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(
+            "/api/imports/", {"file": SimpleUploadedFile("dellm-export.json", export)}, format="multipart"
+        )
+    job = api.get(f"/api/imports/{response.json()['id']}/").json()
+    # The export names the purged tombstone by its id: it is found, and stays purged.
+    assert (job["status"], job["messages_imported"], job["messages_skipped"], job["threads"]) == ("done", 0, 0, [])
+    assert list(Message.objects.filter(owner=owner).values_list("pk", "status", "content")) == [
+        (secret.pk, "purged", "")
+    ]
+    assert Thread.objects.filter(owner=owner).count() == 1
