@@ -109,8 +109,14 @@ class Started:
 
 
 def _positioned(thread_id: int) -> QuerySet[Message]:
-    """The thread's messages that hold a transcript position: all but its system prompts."""
-    return Message.objects.filter(thread_id=thread_id).exclude(role=Message.Role.SYSTEM)
+    """The thread's messages that hold a transcript position: all but its system prompts and rewrites.
+
+    A rewrite (a regenerated reply, a redacted message) is appended by seq but
+    stands in for its original, which the client still holds: the original,
+    removed, keeps the position (its copy is dropped), and the client never
+    saw the rewrite.
+    """
+    return Message.objects.filter(thread_id=thread_id, replaces__isnull=True).exclude(role=Message.Role.SYSTEM)
 
 
 def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
@@ -164,7 +170,7 @@ def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
         if len(candidates) >= MATCH_CANDIDATES:
             break
         hits = Message.objects.filter(
-            owner=owner, role=said.role, status__in=Message.LIVE, content=said.text
+            owner=owner, role=said.role, status__in=Message.LIVE, content=said.text, replaces__isnull=True
         ).select_related("thread")
         if any(ch.isalnum() for ch in said.text):
             hits = hits.filter(search=SearchQuery(said.text[:2000], config="english", search_type="plain"))

@@ -195,3 +195,19 @@ def test_a_new_system_prompt_is_an_ancestor_of_the_client_replies_stored_with_it
     assert prompt.seq < quoting.seq
     assert quoting.pk in dep_ids(owner_id=owner.pk, roots=[prompt.pk])
     assert started.turn.user_message.pk not in dep_ids(owner_id=owner.pk, roots=[prompt.pk])
+
+
+def test_a_rewritten_reply_holds_no_position_its_removed_original_does(owner):
+    """After a regeneration the client still holds the original reply: that position is removed, and the
+    transcript goes on lining up (the rewrite, which the client never saw, sits at the thread's end by seq)."""
+    thread = make_thread(owner)
+    _, reply, _, _ = history(thread, *EXCHANGE, ("user", "Also a car."), ("assistant", "Noted: a car."))
+    Message.objects.filter(pk=reply.pk).update(status="deleted")
+    rewrite = make_message(thread, "Noted: a bike.", role="assistant", replaces=reply.pk, place=reply.seq)
+    transcript = said(*EXCHANGE, ("user", "Also a car."), ("assistant", "Noted: a car."))
+
+    assert thread_match(owner=owner, earlier=transcript) == thread
+    alignment = transcript_align(thread=thread, earlier=[*transcript, *said(("user", "And a boat."))])
+    assert (alignment.matched, alignment.removed, alignment.differing) == (3, 1, 0)
+    assert alignment.new == said(("user", "And a boat."))
+    assert rewrite.pk not in [m.pk for m in Message.objects.filter(content=transcript[1].text)]
