@@ -373,7 +373,7 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
     return swept
 
 
-# --- After a purge (called by provenance/erasure.py) ----------------------------
+# --- After a purge (called by the eraser, provenance/erasure/) -------------------
 
 # What an imported thread is called once a purge touched it: its title came from the other tool's export.
 IMPORTED_TITLE = "Imported conversation"

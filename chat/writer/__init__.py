@@ -36,6 +36,14 @@ whole synthetic histories of a benchmark database, never a live one.
 
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.
+
+Thread rows are not the writer's: it covers messages, edges and statuses,
+and only moves `updated_at` of a thread it stores into. A thread's `title`
+and `source_id` are written where the thread is created or renamed
+(`chat.services`, the import in `chat.imports`, `/v1` in
+`assistant.completions`) and, after a purge, by the eraser
+(`provenance/erasure/` calls `chat.services.purged_imports_scrub`, which
+neutralises imported titles and digests their keys).
 """
 
 from chat.writer.bulk import edges_copy, messages_copy, owners_history_delete

@@ -4,7 +4,9 @@ Each `Place` says what of the text it holds, how a purge reaches it, within
 what bound, and which test proves it. The eraser acts on the registry (the
 scrub rebuilds every index registered `REINDEX`, the vacuum covers every
 table with a text column), the registry test (tests/provenance/test_erasure.py)
-fails when a table listed here gains a column or an index that is not, and
+fails when a table listed here gains a column or an index that is not, or
+when any other table of the database could hold text and `NO_TEXT_TABLES`
+does not say why it holds no message text, and
 docs/SECURITY.md's erasure timeline is this registry in words (a test checks
 that it names every place and cites only tests that exist). A new column,
 index, file or cache that can hold text adds its entry in the same commit.
@@ -13,7 +15,7 @@ index, file or cache that can hold text adds its entry in the same commit.
 from dataclasses import dataclass
 from enum import StrEnum
 
-from chat.models import ImportJob, ImportUpload, Message, Thread, Turn
+from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread, Turn
 from chat.vector_indexes import INDEX_PREFIX
 from provenance.models import DeletionRequest
 
@@ -47,6 +49,7 @@ class Place:
 MESSAGE = Message._meta.db_table
 THREAD = Thread._meta.db_table
 TURN = Turn._meta.db_table
+EDGE = ContextEdge._meta.db_table
 IMPORT_JOB = ImportJob._meta.db_table
 IMPORT_UPLOAD = ImportUpload._meta.db_table
 DELETION = DeletionRequest._meta.db_table
@@ -57,11 +60,39 @@ _U = "tests/security/test_uploads.py::"
 AT_CONFIRM = "at confirm (the purge's transaction)"
 SCRUB_BOUND = "DELLM_SEARCH_SCRUB_INTERVAL (300 s) plus one rebuild"
 VACUUM_BOUND = "seconds after confirm (the vacuum task enqueued at commit)"
-NO_STATISTICS = "statistics target 0: ANALYZE never samples it"
 
 # Tables that hold text, or sit next to it and must prove they do not: every
-# column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS.
-TABLES = (MESSAGE, THREAD, TURN, IMPORT_JOB, IMPORT_UPLOAD, DELETION)
+# column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS. Every table
+# of our apps is here, each column decided.
+TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION)
+
+# Every other table with a column that could hold text (text, varchar, json,
+# bytea, tsvector, vector): Django's, django-rest-knox's and django-axes's.
+# None can hold a message's text; each says why. The registry test fails on
+# a table with such a column that is neither here nor in TABLES.
+_SIGN_IN = (
+    "sign-in attempts (the sign-in page, the admin's, the token endpoint: the only callers of Django's "
+    "authenticate): username, address, user agent, path and that request's form fields, the password masked; "
+    "a sign-in carries no message"
+)
+NO_TEXT_TABLES = {
+    "auth_user": "accounts: username, password hash, names and email; never a message",
+    "auth_group": "staff groups' names",
+    "auth_permission": "the names and codenames Django derives from the models",
+    "knox_authtoken": "API tokens: a digest, the key's first characters, times",
+    "axes_accessattempt": _SIGN_IN,
+    "axes_accessfailurelog": _SIGN_IN,
+    "axes_accesslog": f"{_SIGN_IN}; sign-outs and a session hash",
+    "django_admin_log": (
+        "staff's admin actions: an object's str() (ours name ids and statuses, never text: chat/models.py) and the "
+        "changed fields' names; messages and deletions are read-only there"
+    ),
+    "django_content_type": "app and model names",
+    "django_migrations": "migration names",
+    "django_session": (
+        "signed session data: the signed-in user's id, backend and hash, and the admin's notices (our sentences)"
+    ),
+}
 
 TEXT_COLUMNS = (
     Place(
@@ -159,6 +190,8 @@ NO_TEXT_COLUMNS = {
         "source_created_at",
     ),
     THREAD: ("id", "owner_id", "created_at", "updated_at", "source"),
+    # `signal` is the kind of evidence (vector, lexical, ...), one of our choices.
+    EDGE: ("id", "owner_id", "source_id", "target_id", "rank", "score", "signal"),
     # `error` is our sentence for humans (turn_fail), never message text.
     TURN: (
         "id",
@@ -291,6 +324,10 @@ INDEXES = (
             "chat_turn_reply_id_70226093",
             "chat_turn_deletion_id_ea51200c",
             "chat_turn_system_message_id_32a47c85",
+            f"{EDGE}_pkey",
+            "edge_source_target_unique",
+            "edge_target",
+            "chat_contextedge_owner_id_7b8ee961",
             f"{IMPORT_JOB}_pkey",
             "import_owner_recent",
             "chat_importjob_owner_id_f7ba38c9",
@@ -312,7 +349,7 @@ ELSEWHERE = (
         "sampled values: most common values and elements, histograms",
         Way.NEVER_KEPT,
         "every text column above and every expression column of a text index has statistics target 0 "
-        "(chat migrations 0002 and 0008; each new per-owner vector index at creation)",
+        "(chat migrations 0002 and 0010_text_statistics_off; each new per-owner vector index at creation)",
         "never held",
         f"{_T}test_no_text_column_or_expression_gets_planner_statistics",
     ),

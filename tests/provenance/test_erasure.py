@@ -4,11 +4,20 @@ import fnmatch
 import secrets
 
 import pytest
+from django.apps import apps
 from django.db import IntegrityError, connection
 
 from chat.vector_indexes import INDEX_PREFIX, index_name, owner_vector_index_sync, vector_indexes
 from provenance import erasure, services
-from provenance.erasure.registry import INDEXES, NO_TEXT_COLUMNS, TABLES, TEXT_COLUMNS, Way, reindexed
+from provenance.erasure.registry import (
+    INDEXES,
+    NO_TEXT_COLUMNS,
+    NO_TEXT_TABLES,
+    TABLES,
+    TEXT_COLUMNS,
+    Way,
+    reindexed,
+)
 from tests.factories import make_message, unit_vector
 from tests.helpers import heap_tuples, relation_files
 
@@ -47,6 +56,53 @@ def test_registry_names_every_column(db):
     }
     assert sorted(found - registered) == []  # a column nobody decided about: add it to the registry
     assert sorted(registered - found) == []
+
+
+# Column types that can hold text or a derivative of it (arrays of them too).
+TEXT_TYPES = ["text", "varchar", "bpchar", "json", "jsonb", "bytea", "tsvector", "vector", "halfvec", "sparsevec"]
+
+
+def _tables_with_text_types() -> set[str]:
+    """Every table of the database with a column of a TEXT_TYPES type (schema-qualified outside `public`)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT CASE n.nspname WHEN 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
+            "WHERE c.relkind IN ('r', 'p', 'm') AND a.attnum > 0 AND NOT a.attisdropped "
+            "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%' "
+            "AND COALESCE(e.typname, t.typname) = ANY(%s)",
+            [TEXT_TYPES],
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
+def _undecided_tables() -> list[str]:
+    """Tables that could hold text but are neither in the registry's TABLES nor NO_TEXT_TABLES (with a reason)."""
+    return sorted(_tables_with_text_types() - set(TABLES) - set(NO_TEXT_TABLES))
+
+
+def test_registry_decides_about_every_table_that_could_hold_text(db):
+    assert _undecided_tables() == []  # a table nobody decided about: add it to TABLES, or NO_TEXT_TABLES with why
+    assert sorted(set(NO_TEXT_TABLES) - _tables_with_text_types()) == []  # no stale entry
+    assert [table for table, why in NO_TEXT_TABLES.items() if not why] == []
+    # A table of our apps decides column by column: it is in TABLES, never exempt whole.
+    ours = {
+        model._meta.db_table
+        for label in ("chat", "provenance", "assistant")
+        for model in apps.get_app_config(label).get_models()
+    }
+    assert sorted(ours & set(NO_TEXT_TABLES)) == []
+
+
+def test_registry_check_finds_a_planted_table(db):
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE chat_planted (id bigint PRIMARY KEY, note text)")
+        cursor.execute("CREATE TABLE chat_planted_ids (id bigint PRIMARY KEY, ids bigint[])")
+        cursor.execute("CREATE SCHEMA planted")
+        cursor.execute("CREATE TABLE planted.keys (id bigint, labels varchar(20)[])")
+    # Only what can hold text counts; the test's transaction drops them.
+    assert _undecided_tables() == ["chat_planted", "planted.keys"]
 
 
 def _indexes_now() -> set[str]:
