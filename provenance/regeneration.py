@@ -115,7 +115,8 @@ def regenerations_stalled_sweep(*, now: datetime | None = None) -> dict[str, lis
     ever. A regeneration is stalled when none of its turns changed for
     DELLM_TURN_STUCK_AFTER seconds and it has not written its receipt check.
     Its stale open turns are claimed by a conditional UPDATE (two sweeps do
-    not both resume it): one with DELLM_TURN_MAX_ATTEMPTS attempts fails
+    not both resume one with turns left; two runs of the task would still
+    commit each reply once): one with DELLM_TURN_MAX_ATTEMPTS attempts fails
     (listed on the deletion, resumable), the others are touched. The caller
     enqueues `provenance.regeneration_run` for each resumed deletion, which
     runs what is left (a cancelled one runs nothing) and writes the check.
