@@ -354,7 +354,8 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
     cutoff = now - timedelta(seconds=settings.DELLM_TURN_STUCK_AFTER)
     # Regeneration turns (Turn.deletion set) are left to their deletion's task,
     # which runs them one at a time, oldest first (acks_late; the user can
-    # resume): re-run here, a cancelled regeneration would come back.
+    # resume; provenance.regenerations_sweep enqueues it again if it was lost):
+    # re-run here, a cancelled regeneration would come back.
     stuck = Turn.objects.filter(
         status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff, deletion_id__isnull=True
     )

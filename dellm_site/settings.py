@@ -255,6 +255,12 @@ CELERY_BEAT_SCHEDULE = {
     # Turns whose task was lost or gave up (database outage, worker killed
     # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
     "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
+    # Regenerations whose task was lost (that sweep leaves regeneration turns
+    # to their deletion) are run again (provenance.regeneration.regenerations_stalled_sweep).
+    "sweep-stalled-regenerations": {
+        "task": "provenance.regenerations_sweep",
+        "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0),
+    },
     # Imports whose worker vanished: failed, their uploads deleted.
     "sweep-stuck-imports": {"task": "chat.imports_sweep", "schedule": 600.0},
 }

@@ -18,9 +18,11 @@ gains its `regeneration` check.
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from chat.models import ContextEdge, Message, Turn
@@ -101,6 +103,55 @@ def regeneration_next(*, deletion_id: int) -> int | None:
     if deletion.regeneration_finished_at is None:
         regeneration_verify(deletion_id=deletion_id)
     return None
+
+
+def regenerations_stalled_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
+    """{"resumed": [deletion ids], "failed": [turn ids]}: regenerations whose task was lost.
+
+    A deletion's regeneration task can vanish (the web process died between
+    the commit and the enqueue, the broker was flushed, its retries were spent
+    on a database outage); the stuck-turn sweep leaves regeneration turns
+    alone, so without this one such a regeneration would stay unfinished for
+    ever. A regeneration is stalled when none of its turns changed for
+    DELLM_TURN_STUCK_AFTER seconds and it has not written its receipt check.
+    Its stale open turns are claimed by a conditional UPDATE (two sweeps do
+    not both resume one with turns left; two runs of the task would still
+    commit each reply once): one with DELLM_TURN_MAX_ATTEMPTS attempts fails
+    (listed on the deletion, resumable), the others are touched. The caller
+    enqueues `provenance.regeneration_run` for each resumed deletion, which
+    runs what is left (a cancelled one runs nothing) and writes the check.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.DELLM_TURN_STUCK_AFTER)
+    # Every deletion with replies to rewrite has their turns; none changed since the cutoff.
+    stalled = (
+        DeletionRequest.objects.filter(
+            status__in=[Status.EXECUTED, Status.VERIFICATION_FAILED],
+            receipt__isnull=False,
+            regeneration_finished_at__isnull=True,
+        )
+        .exclude(regenerate_ids=[])
+        .exclude(Exists(Turn.objects.filter(deletion_id=OuterRef("pk"), updated_at__gte=cutoff)))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    swept: dict[str, list[int]] = {"resumed": [], "failed": []}
+    for deletion_id in stalled:
+        stale = Turn.objects.filter(deletion_id=deletion_id, status__in=OPEN, updated_at__lt=cutoff)
+        claimed = False
+        for turn_id, attempts in stale.order_by("replaces").values_list("pk", "attempts"):
+            row = stale.filter(pk=turn_id)
+            if attempts >= settings.DELLM_TURN_MAX_ATTEMPTS:
+                error = f"The reply could not be rewritten after {attempts} attempts; resume to retry."
+                if row.update(status=Turn.Status.FAILED, error=error, updated_at=now):
+                    swept["failed"].append(turn_id)
+                    claimed = True
+            elif row.update(updated_at=now):
+                claimed = True
+        # None left open: only the receipt check was lost (the task died after the last commit).
+        if claimed or not Turn.objects.filter(deletion_id=deletion_id, status__in=OPEN).exists():
+            swept["resumed"].append(deletion_id)
+    return swept
 
 
 @dataclass(frozen=True)

@@ -427,8 +427,8 @@ def deletion_confirm(
 def _regeneration_start(deletion: DeletionRequest) -> None:
     # After the receipt: its forget probe compares neighbours before and right
     # after execution, before any rewritten reply exists. A crash between the
-    # commit and this call leaves pending turns, which `deletion_resume` (or the
-    # stuck-turn sweep) picks up.
+    # commit and this call leaves pending turns, which `deletion_resume` (or
+    # `provenance.regenerations_sweep`) picks up.
     if deletion.regenerate_ids:
         regeneration_run_task.delay(deletion_id=deletion.pk)
 

@@ -109,6 +109,23 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
             turn_publish(turn_id, "changed", {})
 
 
+@shared_task(name="provenance.regenerations_sweep", **database_retry_options())
+def regenerations_sweep_task() -> None:
+    """Beat: regenerations whose task was lost are run again (provenance.regeneration.regenerations_stalled_sweep)."""
+    from chat.streams import turn_publish
+    from provenance.regeneration import regenerations_stalled_sweep
+
+    swept = regenerations_stalled_sweep()
+    if swept["resumed"] or swept["failed"]:
+        logger.warning(
+            "stalled regenerations: resumed deletions %s, failed turns %s", swept["resumed"], swept["failed"]
+        )
+    for turn_id in swept["failed"]:
+        turn_publish(turn_id, "changed", {})
+    for deletion_id in swept["resumed"]:
+        regeneration_run_task.delay(deletion_id=deletion_id)
+
+
 def _publish_token(turn_id: int, token: str) -> None:
     from chat.streams import turn_publish
 

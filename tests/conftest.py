@@ -2,6 +2,7 @@
 tests/factories.py and tests/browser/pages.py)."""
 
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ from provenance import services as deletions
 from tests.browser.pages import sign_in
 from tests.factories import KEPT, SECRET, SECRET_WORD, make_edge, make_message, make_thread, make_user, unit_vector
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import AsgiServer, Worker, cache_clear, client_for
+from tests.helpers import ROOT, AsgiServer, Worker, cache_clear, client_for
 
 # --- Every test ---------------------------------------------------------------
 
@@ -131,15 +132,39 @@ def history(owner, thread):
 # --- A real Celery worker (marker `worker`) -----------------------------------------
 
 
+# A failing worker test keeps its workers' logs (the worker's side of the story:
+# task ids, retries, exceptions) in test-artifacts/worker-logs/ and shows their tail in the report.
+WORKER_LOGS = ROOT / "test-artifacts" / "worker-logs"
+WORKER_LOG_TAIL = 20_000
+worker_logs_key = pytest.StashKey[list[Path]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    logs = item.stash.get(worker_logs_key, [])
+    if report.failed and logs:
+        folder = WORKER_LOGS / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+        folder.mkdir(parents=True, exist_ok=True)
+        for log in logs:
+            text = log.read_text(errors="replace")
+            (folder / log.name).write_text(text)
+            report.sections.append((f"{log.name} ({report.when}), kept in {folder}", text[-WORKER_LOG_TAIL:]))
+    return report
+
+
 @pytest.fixture
 def start_worker(request, django_db_blocker, tmp_path):
     """Start a worker with extra environment; tasks sent by this test go to its queue."""
     workers = []
     previous_queue = celery_app.conf.task_default_queue
+    request.node.stash[worker_logs_key] = []
 
     def start(env: dict | None = None, concurrency: int = 2) -> Worker:
+        log = tmp_path / f"worker{len(workers)}.log"
+        request.node.stash[worker_logs_key].append(log)
         with django_db_blocker.unblock():
-            worker = Worker(env=env or {}, concurrency=concurrency, log=tmp_path / f"worker{len(workers)}.log")
+            worker = Worker(env=env or {}, concurrency=concurrency, log=log)
         workers.append(worker)
         celery_app.conf.task_default_queue = worker.queue
         return worker

@@ -32,6 +32,7 @@ def test_beat_schedules_registered_tasks_only():
         "chat.vector_indexes_sync",
         "provenance.erasure_scrub",
         "chat.turns_sweep",
+        "provenance.regenerations_sweep",
         "chat.imports_sweep",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())

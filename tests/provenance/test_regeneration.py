@@ -1,6 +1,9 @@
 """Regenerate what was derived: the paper's worked example, redaction, cancel, undo (tasks run eagerly)."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from chat import services as chat_services
 from chat.embeddings import embed_one
@@ -8,7 +11,7 @@ from chat.models import ContextEdge, Message, Turn
 from chat.selectors import thread_messages
 from dellm_site.errors import Conflict, ValidationFailed
 from provenance import services
-from provenance.regeneration import undo_plan
+from provenance.regeneration import regeneration_progress, regenerations_stalled_sweep, undo_plan
 from provenance.selectors import taint_violations
 from tests.factories import make_edge, make_message
 
@@ -277,3 +280,53 @@ def test_a_regeneration_drops_a_system_prompt_the_deletion_removed(owner, thread
     deletion = confirm(owner, preview(owner, ids=[turn.system_message_id]), derived="regenerate")
 
     assert [t.system_message_id for t in Turn.objects.filter(deletion_id=deletion.pk)] == [None]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_regenerating_a_question_whose_reply_is_still_in_flight_has_nothing_to_wait_for(owner, thread):
+    asked = chat_services.turn_create(thread=thread, content="Who is my friend number 7?", enqueue=False)
+    done = confirm(owner, preview(owner, ids=[asked.user_message_id], derived="regenerate"))
+    assert (done.regenerate_ids, done.regeneration_finished_at, regeneration_progress(deletion=done)) == (
+        [],
+        None,
+        None,
+    )
+    assert (done.receipt["passed"], "regeneration" in done.receipt["checks"]) == (True, False)
+    assert chat_services.turn_run(turn_id=asked.pk).error == "Your message was deleted before the reply was ready."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sweep_runs_a_regeneration_whose_task_was_lost(owner, paper_history, monkeypatch, settings):
+    settings.DELLM_TURN_MAX_ATTEMPTS = 3
+    m = paper_history
+    from provenance import tasks
+
+    monkeypatch.setattr(tasks.regeneration_run_task, "delay", lambda **kwargs: None)  # the task is lost
+    done = confirm(owner, preview(owner, ids=[m[1].pk], derived="regenerate"))
+    monkeypatch.undo()
+    assert regenerations_stalled_sweep() == {"resumed": [], "failed": []}  # not stale yet
+    hopeless, lost = Turn.objects.filter(deletion_id=done.pk).order_by("replaces")
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Turn.objects.filter(pk=hopeless.pk).update(status="running", attempts=3, updated_at=an_hour_ago)
+    Turn.objects.filter(pk=lost.pk).update(updated_at=an_hour_ago)
+
+    tasks.regenerations_sweep_task.delay()  # what beat runs; tasks run eagerly here
+
+    hopeless.refresh_from_db()
+    lost.refresh_from_db()
+    done.refresh_from_db()
+    assert (hopeless.replaces, hopeless.status, hopeless.error) == (
+        m[4].pk,
+        "failed",
+        "The reply could not be rewritten after 3 attempts; resume to retry.",
+    )
+    assert (lost.replaces, lost.status, lost.attempts) == (m[8].pk, "done", 1)
+    assert done.regeneration_finished_at is not None
+    check = done.receipt["checks"]["regeneration"]
+    assert (check["passed"], check["rewritten"], check["failed"], check["pending"]) == (
+        True,
+        [lost.reply_id],
+        [m[4].pk],
+        [],
+    )
+    assert regenerations_stalled_sweep(now=timezone.now() + timedelta(hours=1)) == {"resumed": [], "failed": []}

@@ -5,10 +5,11 @@ import time
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from chat import services as chat
@@ -19,6 +20,7 @@ from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
 from tests.factories import make_edge, make_message
 from tests.helpers import redis_dump, wait_for
+from tests.helpers import test_database_url as database_url  # a test_ name would be collected as a test
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -87,21 +89,27 @@ def test_worker_killed_mid_deletion_applies_it_whole_or_not_at_all(start_worker,
     messages = [make_message(thread, f"fact {i}") for i in range(6)]
     for source, target in itertools.pairwise(messages):
         make_edge(source, target)
-    when = timezone.now() + timedelta(seconds=1)
-    preview = deletions.deletion_preview(owner=owner, actor=owner, ids=[messages[0].pk], mode="expire", expire_at=when)
-    scheduled = deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
 
-    with transaction.atomic():
-        # Lock the last message of Dep: the worker's purge blocks half-way.
-        Message.objects.select_for_update().get(pk=messages[-1].pk)
+    with psycopg.connect(database_url()) as blocker:
+        # Another session locks the last message of Dep before the expiry can fire, so the
+        # worker's purge blocks half-way however late this test process gets the CPU.
+        blocker.execute(f"SELECT 1 FROM {Message._meta.db_table} WHERE id = %s FOR UPDATE", [messages[-1].pk])
+        # Time enough to confirm before expire_at passes, even on a busy machine.
+        when = timezone.now() + timedelta(seconds=2)
+        preview = deletions.deletion_preview(
+            owner=owner, actor=owner, ids=[messages[0].pk], mode="expire", expire_at=when
+        )
+        scheduled = deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
         wait_for(_someone_waits_for_a_row, timeout=30)
         for child in worker.children():
             child.kill()
         time.sleep(0.5)
-    assert DeletionRequest.objects.get(pk=scheduled.pk).status == "scheduled"
-    assert list(Message.objects.filter(pk__in=[m.pk for m in messages]).values_list("content", flat=True)) == [
-        f"fact {i}" for i in range(6)
-    ]
+        # Read while the row is still locked: a redelivered run cannot have finished either.
+        assert DeletionRequest.objects.get(pk=scheduled.pk).status == "scheduled"
+        assert list(Message.objects.filter(pk__in=[m.pk for m in messages]).values_list("content", flat=True)) == [
+            f"fact {i}" for i in range(6)
+        ]
+        blocker.rollback()
 
     deletion = wait_for(lambda: DeletionRequest.objects.filter(pk=scheduled.pk, status="executed").first(), 30)
     assert deletion.deleted_ids == sorted(m.pk for m in messages)

@@ -85,12 +85,24 @@ def test_turns_in_flight_while_regenerating_deletions_run_leave_no_taint(start_w
         users = list(Message.objects.filter(owner=owner, status="active", role="user").values_list("pk", flat=True))
         done.append(regenerate(owner, ids=[rng.choice(users)]))
         wait_for(lambda in_flight=in_flight: finished([t.pk for t in in_flight]), timeout=60)
-    wait_for(lambda: all(settled(d.pk) for d in done), timeout=90)
+    # The first deletion selects the first question still in flight: it rewrites the replies
+    # that question fed only if they committed before the deletion did, which on a busy
+    # machine they may not have. A deletion that rewrites nothing has no regeneration to wait for.
+    regenerating = [deletion for deletion in done if deletion.regenerate_ids]
+    # The second one removes a fact that the answer to its question used, committed before the rounds.
+    assert done[1] in regenerating
+    wait_for(lambda: all(settled(d.pk) for d in regenerating), timeout=90)
 
     assert taint_violations(owner_id=owner.pk) == []
     for deletion in done:
         deletion.refresh_from_db()
         assert deletion.receipt["passed"] is True, deletion.receipt
+        if deletion not in regenerating:
+            assert (regeneration_progress(deletion=deletion), deletion.receipt["checks"].get("regeneration")) == (
+                None,
+                None,
+            )
+            continue
         check = deletion.receipt["checks"]["regeneration"]
         assert (check["context_violations"], check["taint_violations"], check["pending"]) == ([], [], [])
     # Every live rewritten reply's context is live now, too.
