@@ -5,7 +5,9 @@ import pytest
 from chat import services
 from chat.import_events import import_publish
 from chat.models import ImportJob, ImportUpload, Message
+from dellm_site.event_streams import redis_client, slots_key
 from lab.bench.imports import chatgpt_export
+from tests.helpers import wait_for
 from tests.worker.test_sse import client_for, read_events
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -63,6 +65,7 @@ def test_import_stream_waits_on_its_channel_and_shares_the_per_user_stream_cap(a
         (429, "throttled", "5")
     ] * 2
     assert [(name, data["import"]["messages_done"]) for name, data in rest] == [("done", 5)]
-    # The closed stream gave its slot back.
+    # The closed stream gave its slot back (the server does when the stream ends, a moment after its last event).
+    assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 0)
     with client.stream("GET", path) as again:
         assert [name for name, _ in read_events(again)] == ["done"]

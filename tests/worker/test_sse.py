@@ -11,7 +11,9 @@ from chat import services
 from chat.models import Turn
 from chat.streams import turn_publish
 from dellm_site.auth import token_create
+from dellm_site.event_streams import redis_client, slots_key
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -119,6 +121,8 @@ def test_streams_beyond_the_cap_get_a_json_429_and_closed_ones_free_their_slot(a
     assert refused.json()["error"]["code"] == "throttled"
     assert refused.headers["Retry-After"] == "5"
 
+    # The server gives a slot back when it sees the client go, a moment after the client closes.
+    assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 0)
     Turn.objects.filter(pk=turns[2].pk).update(status=Turn.Status.FAILED, error="stopped")
     with client.stream("GET", f"/api/turns/{turns[2].pk}/events/") as again:
         assert [name for name, _ in read_events(again)] == ["failed"]
