@@ -332,8 +332,8 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
 # Importing chat histories (chat/imports.py, docs/IMPORT.md):
 # an upload's size in bytes, a zip's conversations.json unpacked, and what one
-# file may hold. A conversation's replies get an edge from every earlier
-# message of their branch, so its edges grow with the square of its length.
+# file may hold. A conversation's replies derive from everything before them,
+# stored in linear form (chat/lineage.py): about one edge per message.
 DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
 DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024)
 DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_000)
