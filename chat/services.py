@@ -97,16 +97,18 @@ def turn_create(
 def system_message_store(*, thread: Thread, text: str) -> Message:
     """The thread's live system prompt with exactly `text`, else a new one (never embedded: it is not memory).
 
-    Under the owner's lock, so two requests with a new prompt store it once.
+    In its own transaction under the owner's lock (the lock lasts as long as
+    the transaction), so two requests with a new prompt store it once.
     A removed prompt is not reused: sent again, its text is a new input.
     """
-    owner_lock(thread.owner_id)
-    existing = (
-        Message.objects.filter(thread=thread, role=Message.Role.SYSTEM, status__in=Message.LIVE, content=text)
-        .order_by("-seq")
-        .first()
-    )
-    return existing or message_create(thread=thread, role=Message.Role.SYSTEM, content=text)
+    with transaction.atomic():
+        owner_lock(thread.owner_id)
+        existing = (
+            Message.objects.filter(thread=thread, role=Message.Role.SYSTEM, status__in=Message.LIVE, content=text)
+            .order_by("-seq")
+            .first()
+        )
+        return existing or message_create(thread=thread, role=Message.Role.SYSTEM, content=text)
 
 
 def _enqueue_turn(turn_id: int) -> None:
