@@ -11,12 +11,22 @@ reply, which already derives from everything before it. The ancestors are
 the same, so Dep (reachability over the edges) is the same for every message,
 with at most one edge out of each message of a branch.
 
+`sources_landed` decides which messages of a file with explicit edges
+(DeLLM's export) may land: rule 1 in one linear pass.
+
 Pure: no database. The one writer of edges stores what this returns, with
 signal `transcript` (ContextEdge.Signal.TRANSCRIPT), so the API's `context`
 of such a reply says what it is.
 """
 
-from collections.abc import Sequence
+from collections import defaultdict, deque
+from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TypeVar
+
+from dellm_site.errors import DomainError
+
+H = TypeVar("H", bound=Hashable)
 
 
 def transcript_sources(branch: Sequence[tuple[int, bool]]) -> list[tuple[int, int]]:
@@ -41,3 +51,52 @@ def transcript_sources(branch: Sequence[tuple[int, bool]]) -> list[tuple[int, in
             since = []
         since.append(message_id)
     return edges
+
+
+class ProvenanceCycle(DomainError):
+    """Refused: the new messages' sources form a cycle, so none of them can derive from stored text first."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(
+            f"The edges among {count} messages of the file form a cycle: a message cannot derive from itself.",
+            fields={"edges": "form a cycle"},
+        )
+
+
+def sources_landed(*, new: Iterable[H], live: AbstractSet[H], needs: Iterable[tuple[H, H]]) -> set[H]:
+    """The keys of `new` that may be stored: every source each one needs is `live` or lands too (rule 1).
+
+    `needs` is `(source, target)` pairs; a pair whose target is not new is
+    ignored, and a source that is neither new nor in `live` (removed,
+    unknown) taints its target and, through it, everything that needs it.
+    One pass in topological order (Kahn's algorithm): each pair is looked at
+    twice and each key once, so a chain of 100k messages onto a removed one
+    costs 100k steps, not a fixpoint's 100k rounds. Raises `ProvenanceCycle`
+    if pairs among new keys form a cycle (DeLLM never writes one: a source
+    always exists before what derives from it).
+    """
+    into: dict[H, list[H]] = defaultdict(list)
+    waiting: dict[H, int] = dict.fromkeys(new, 0)
+    after: dict[H, list[H]] = defaultdict(list)
+    for source, target in needs:
+        if target not in waiting:
+            continue
+        into[target].append(source)
+        if source in waiting:
+            waiting[target] += 1
+            after[source].append(target)
+    ready = deque(key for key, count in waiting.items() if count == 0)
+    landed: set[H] = set()
+    visited = 0
+    while ready:
+        key = ready.popleft()
+        visited += 1
+        if all(source in live or source in landed for source in into[key]):
+            landed.add(key)
+        for target in after[key]:
+            waiting[target] -= 1
+            if waiting[target] == 0:
+                ready.append(target)
+    if visited < len(waiting):
+        raise ProvenanceCycle(len(waiting) - visited)
+    return landed

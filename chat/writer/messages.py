@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat.lineage import transcript_sources
+from chat.lineage import sources_landed, transcript_sources
 from chat.models import ContextEdge, Message, Thread
 from dellm_site.locks import owner_lock
 
@@ -291,8 +290,9 @@ def graph_store(
 
     A message is stored only if every source is a live stored message
     (`existing`: key -> id) or a message stored here (rule 1), decided in one
-    pass in topological order (a cycle or an unknown source stores nothing of
-    it). A supplied assistant or summary message that no edge points at is a
+    pass in topological order (`chat.lineage.sources_landed`: an unknown
+    source stores nothing of it; a cycle raises `ProvenanceCycle`, nothing
+    written). A supplied assistant or summary message that no edge points at is a
     chain reply (rule 2): it derives from every message before it in its
     conversation (`conversations`: each one's keys in order, stored and new),
     by linear `transcript` edges as in `transcripts_store`, so it is skipped
@@ -337,30 +337,13 @@ def graph_store(
         # own requirements cover what came before them: still linear).
         needs = [(edge.source, edge.target) for edge in edges]
         needs += [(source, reply) for source, reply, _ in _chain_pairs(conversations, replies, replies)]
-        into: dict[Hashable, list[Hashable]] = defaultdict(list)
-        waiting: dict[Hashable, int] = dict.fromkeys(new, 0)
-        after: dict[Hashable, list[Hashable]] = defaultdict(list)
-        for source, target in needs:
-            if target not in new:
-                continue
-            into[target].append(source)
-            if source in new:
-                waiting[target] += 1
-                after[source].append(target)
-        ready = deque(key for key, count in waiting.items() if count == 0)
-        while ready:
-            key = ready.popleft()
-            ok[key] = all(ok.get(source, False) for source in into[key])
-            for target in after[key]:
-                waiting[target] -= 1
-                if waiting[target] == 0:
-                    ready.append(target)
+        landed = sources_landed(new=new, live={key for key, live in ok.items() if live}, needs=needs)
         seq = _next_seq(owner_id)
         rows: dict[Hashable, Message] = {}
         for message in messages:
             if message.key not in new:
                 continue
-            if not ok.get(message.key, False):
+            if message.key not in landed:
                 stored.skipped += 1
                 continue
             rows[message.key] = _row(

@@ -359,3 +359,31 @@ def test_history_parse_limits_are_validation_errors(settings):
     settings.DELLM_IMPORT_MAX_BYTES = 10
     with pytest.raises(imports.PayloadTooLarge):
         imports.history_parse(data=json.dumps(CHATGPT).encode())
+
+
+def test_a_dellm_file_whose_edges_form_a_cycle_is_refused_whole_with_a_clear_error(owner):
+    document = {
+        "username": "someone",
+        "threads": [{"id": 1, "title": "Loop"}],
+        "messages": [
+            {"id": 1, "thread": 1, "seq": 1, "role": "user", "content": "user 1"},
+            {"id": 2, "thread": 1, "seq": 2, "role": "assistant", "content": "assistant 2"},
+            {"id": 3, "thread": 1, "seq": 3, "role": "assistant", "content": "assistant 3"},
+        ],
+        "edges": [
+            {"source": 1, "target": 2, "rank": 0, "score": 1.0},
+            {"source": 3, "target": 2, "rank": 0, "score": 1.0},
+            {"source": 2, "target": 3, "rank": 0, "score": 1.0},
+        ],
+    }
+    progress = run_import(owner, document)
+    assert (progress.messages_imported, progress.conversations_failed) == (0, 1)
+    assert progress.errors == [
+        {
+            "conversation": "someone:thread:1",
+            "field": "messages",
+            "message": "The edges among 2 messages of the file form a cycle: a message cannot derive from itself.",
+        }
+    ]
+    assert not Message.objects.filter(owner=owner).exists()
+    assert not Thread.objects.filter(owner=owner).exists()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chat.lineage import transcript_sources
+from chat.lineage import ProvenanceCycle, transcript_sources
 from chat.models import ContextEdge, Message
 from chat.writer import (
     Branch,
@@ -168,7 +168,7 @@ def test_graph_store_keeps_only_messages_whose_sources_are_live_in_one_topologic
         return GraphMessage(key=key, conversation="c", supplied=Supplied(role="assistant", content=key))
 
     # Listed out of topological order: b depends on c, which comes later.
-    messages = [new("a"), new("b"), new("c"), new("d"), new("x"), new("y"), new("z")]
+    messages = [new("a"), new("b"), new("c"), new("d"), new("x"), new("y")]
     edges = [
         GraphEdge(source="kept", target="a", rank=1, score=0.5),
         GraphEdge(source="c", target="b", rank=1, score=0.5),
@@ -176,7 +176,6 @@ def test_graph_store_keeps_only_messages_whose_sources_are_live_in_one_topologic
         GraphEdge(source="gone", target="d", rank=1, score=0.5),
         GraphEdge(source="d", target="x", rank=1, score=0.5),
         GraphEdge(source="nowhere", target="y", rank=1, score=0.5),
-        GraphEdge(source="z", target="z", rank=1, score=0.5),
     ]
     asked = []
     result = graph_store(
@@ -187,11 +186,36 @@ def test_graph_store_keeps_only_messages_whose_sources_are_live_in_one_topologic
         conversations={"c": ["gone", "kept", *(m.key for m in messages)]},
         thread_for=lambda conversation: asked.append(conversation) or thread.pk,
     )
-    assert ([m.content for m in result.created], result.skipped, result.edges) == (["a", "b", "c"], 4, 3)
+    assert ([m.content for m in result.created], result.skipped, result.edges) == (["a", "b", "c"], 3, 3)
     ids = {m.content: m.pk for m in result.created}
     assert edges_of(owner) == {(kept.pk, ids["a"]), (ids["a"], ids["c"]), (ids["c"], ids["b"])}
     assert [m.seq for m in result.created] == [3, 4, 5]
     assert asked == ["c", "c", "c"]
+
+
+def test_graph_store_refuses_edges_that_form_a_cycle_and_writes_nothing(owner, thread):
+    kept = make_message(thread, "kept")
+
+    def new(key):
+        return GraphMessage(key=key, conversation="c", supplied=Supplied(role="user", content=key))
+
+    # a lands on its own; b -> c -> b can never be ordered after its sources.
+    edges = [
+        GraphEdge(source="kept", target="a", rank=1, score=0.5),
+        GraphEdge(source="b", target="c", rank=1, score=0.5),
+        GraphEdge(source="c", target="b", rank=1, score=0.5),
+    ]
+    with pytest.raises(ProvenanceCycle) as refused:
+        graph_store(
+            owner_id=owner.pk,
+            messages=[new("a"), new("b"), new("c")],
+            existing={"kept": kept.pk},
+            edges=edges,
+            conversations={"c": ["kept", "a", "b", "c"]},
+            thread_for=lambda conversation: thread.pk,
+        )
+    assert (refused.value.status, refused.value.fields) == (400, {"edges": "form a cycle"})
+    assert list(Message.objects.filter(owner=owner).values_list("content", flat=True)) == ["kept"]
 
 
 def test_graph_store_a_reply_no_edge_points_at_derives_from_everything_before_it(owner, thread):
