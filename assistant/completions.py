@@ -53,6 +53,7 @@ from django.db.models import QuerySet
 
 from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
+from chat.quotas import chat_transcript_admit
 from chat.services import system_message_store, turn_create
 from chat.writer import Branch, Supplied, transcripts_store
 from dellm_site.errors import NotFound
@@ -213,7 +214,10 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
     client's model saw, and is dropped if any of that is removed:
     `chat.writer.transcripts_store`); then the user's message and its turn
     (which records the prompt).
-    Nothing is stored for dropped messages; only counts are logged.
+    Nothing is stored for dropped messages; only counts are logged. More new
+    earlier messages than DELLM_COMPLETION_MAX_NEW_MESSAGES, or than the
+    owner's quotas take, refuse the whole request (`chat.quotas.QuotaExceeded`,
+    413 or 429), nothing stored.
     """
     *earlier, last = conversation
     thread = thread_for_transcript(owner=owner, thread_id=thread_id, earlier=earlier)
@@ -243,6 +247,8 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
         if system.strip():
             system_message_store(thread=thread, text=system)
         if alignment.new:
+            # Counted against the per-request cap and the owner's quotas before any is stored (413/429).
+            chat_transcript_admit(owner_id=owner.pk, messages=len(alignment.new))
             # The thread as it stands (removed messages included), then what is new: the
             # writer skips an assistant message if anything before it is removed.
             stored = transcripts_store(

@@ -143,6 +143,16 @@ def _domain_error(exc: DomainError) -> CompletionError:
         return CompletionError(exc.message, status=404, param=param, code=exc.code)
     if exc.status >= 500:
         return CompletionError(exc.message, status=exc.status, type="server_error", code=exc.code)
+    if exc.retry_after:
+        # OpenAI's own quota refusal: 429 `insufficient_quota`; the client may retry after the delay.
+        return CompletionError(
+            exc.message,
+            status=exc.status,
+            type="insufficient_quota",
+            param=param,
+            code=exc.code,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
     return CompletionError(exc.message, status=exc.status, param=param, code=exc.code)
 
 

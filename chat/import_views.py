@@ -51,7 +51,10 @@ class ImportListView(generics.ListAPIView):
         request={"multipart/form-data": ImportInputSerializer},
         responses={
             202: OpenApiResponse(ImportJobSerializer, description="Accepted; follow it at /api/imports/{id}/events/."),
-            413: OpenApiResponse(description="The file is larger than DELLM_IMPORT_MAX_BYTES."),
+            413: OpenApiResponse(
+                description="The file is larger than DELLM_IMPORT_MAX_BYTES, or than the caller's quotas take "
+                "(quota_exceeded, DELLM_QUOTA_MESSAGES*)."
+            ),
             **errors(400, 415, 429),
         },
         summary="Upload a chat history to import",

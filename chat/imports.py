@@ -54,6 +54,7 @@ from chat.importers import (
     parse_file,
 )
 from chat.models import ImportJob, ImportUpload, Message, Thread
+from chat.quotas import ImportAllowance, import_admit
 from chat.source_keys import stored_keys
 from chat.tasks import import_run_task
 from chat.writer import Branch, GraphEdge, GraphMessage, Supplied, graph_store, transcripts_store
@@ -244,7 +245,10 @@ def history_import(
     messages (outside any transaction), then under the owner's lock creates
     its thread if needed, appends its new messages with the next sequence
     numbers, and inserts their provenance edges. A conversation that fails is
-    rolled back and reported in `errors`; the next one goes on.
+    rolled back and reported in `errors`; the next one goes on. Once one does
+    not fit the owner's quotas, it and every later one are reported so
+    (`chat.quotas.ImportAllowance`): the import lands a prefix of the file,
+    each conversation whole, and importing the file again later adds the rest.
     """
     progress = ImportProgress(
         conversations_total=len(parsed.conversations) + len(parsed.errors),
@@ -260,12 +264,13 @@ def history_import(
         # the thread list) should follow the conversations' own order.
         parsed.conversations.sort(key=lambda c: (c.created_at is None, c.created_at or 0))
     seen_threads: set[int] = set()
+    allowance = ImportAllowance.start(owner_id=owner_id)
     for group in _units(parsed):
         _embed_new(owner_id, parsed.format, group)
         for unit in group:
             count = sum(len(c.messages) for c in unit.conversations)
             try:
-                done = _unit_commit(owner_id=owner_id, source=parsed.format, unit=unit)
+                done = _unit_commit(owner_id=owner_id, source=parsed.format, unit=unit, allowance=allowance)
             except DomainError as exc:
                 name = unit.conversations[0].source_id if len(unit.conversations) == 1 else "the whole export"
                 progress.errors.append({"conversation": name, "field": "messages", "message": exc.message})
@@ -283,8 +288,11 @@ def history_import(
     return progress
 
 
-def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
+def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAllowance) -> dict[str, Any]:
     """One conversation (or DeLLM's whole export) through the writer, under the owner's lock.
+
+    Refused whole (`QuotaExceeded`, nothing stored) if its new messages do not
+    fit what is left of the owner's quotas (`chat.quotas.ImportAllowance`).
 
     The writer decides what lands: an imported reply derives from everything
     before it in its conversation (`chat.writer.transcripts_store`), a
@@ -335,6 +343,7 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
                 ]
                 if any(isinstance(item, Supplied) for item in items):
                     branches.append(Branch(thread_id=thread_for(conversation.source_id), items=items))
+            allowance.take(sum(isinstance(item, Supplied) for branch in branches for item in branch.items))
             stored = transcripts_store(owner_id=owner_id, branches=branches)
         else:
             # Conversations interleave in the file: sequence numbers follow its order.
@@ -347,6 +356,7 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit) -> dict[str, Any]:
                 ),
                 key=lambda item: item[0],
             )
+            allowance.take(len(new))
             stored = graph_store(
                 owner_id=owner_id,
                 messages=[message for _, message in new],
@@ -366,10 +376,12 @@ def import_job_create(*, owner: Any, data: bytes, filename: str = "", format: st
     """Check the upload, store it and a pending job; enqueue the job after commit.
 
     The file is parsed once here so that an unsupported or malformed file is
-    refused at once (400, nothing stored). The upload itself waits in the
+    refused at once (400, nothing stored), and so is one the owner's quotas
+    cannot take (`chat.quotas.import_admit`: 413, or 429 with `Retry-After`). The upload itself waits in the
     database, not in the task payload or Redis, and the job deletes it.
     """
     parsed = history_parse(data=data, format=format)
+    import_admit(owner_id=owner.pk, messages=parsed.message_count)
     with transaction.atomic():
         job = ImportJob.objects.create(
             owner=owner,

@@ -8,6 +8,8 @@ class DomainError(Exception):
 
     code = "invalid"
     status = 400
+    # Seconds after which the same request may succeed (429): sent as `Retry-After`.
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, code: str | None = None, fields: dict | None = None):
         super().__init__(message)

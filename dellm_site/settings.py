@@ -340,6 +340,21 @@ DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_00
 DELLM_IMPORT_MAX_MESSAGES = env_int("DELLM_IMPORT_MAX_MESSAGES", 100_000)
 DELLM_IMPORT_MAX_CONVERSATION_MESSAGES = env_int("DELLM_IMPORT_MAX_CONVERSATION_MESSAGES", 2_000)
 DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_000)
+# Per-account quotas on stored messages (chat/quotas.py), every door counted,
+# refused at the bulk doors (an import, /v1's transcript): 413, or 429 with
+# Retry-After. In all: 1,000,000 is 270 messages a day for ten years, several
+# times the largest real histories we have seen imported (tens of thousands of
+# messages), yet it keeps one account's rows and edges a bounded share of the
+# database. A day: 200,000 is two files of the largest size a file may be
+# (DELLM_IMPORT_MAX_MESSAGES) or a whole heavy history at once, where the import
+# throttle alone (20 files an hour) let one account write 48 M messages a day.
+DELLM_QUOTA_MESSAGES = env_int("DELLM_QUOTA_MESSAGES", 1_000_000)
+DELLM_QUOTA_MESSAGES_PER_DAY = env_int("DELLM_QUOTA_MESSAGES_PER_DAY", 200_000)
+# Transcript messages /v1 stores in one request (those the thread does not
+# have yet). A client continuing a thread sends one or two of them (a reply
+# written by another model, the turn before a retry); 100 is fifty turns made
+# elsewhere. Beyond: 413, nothing stored (a whole history is an import).
+DELLM_COMPLETION_MAX_NEW_MESSAGES = env_int("DELLM_COMPLETION_MAX_NEW_MESSAGES", 100)
 # TOFU data for `manage.py dellm_eval` (lab): shipped in the repository with its MIT notice.
 DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluation" / "data" / "tofu")))
 # Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.

@@ -5,13 +5,15 @@ the eager task publishes them while it runs, and the relay reads them back.
 """
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from assistant.completions_views import CompletionThrottle
 from chat.embeddings import embed_one
-from chat.models import ContextEdge, Message, Thread
+from chat.models import ContextEdge, Message, Thread, Turn
 from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
 from tests.factories import make_edge, make_message, make_thread
@@ -461,3 +463,62 @@ def test_system_messages_longer_than_a_message_together_are_400(v1, owner, setti
     assert response.status_code == 400
     assert (error(response)["param"], error(response)["code"]) == ("messages", "string_above_max_length")
     assert not Message.objects.exists()
+
+
+def _transcript_past(thread, new: int) -> list[dict]:
+    """The thread's two stored messages, then `new` the thread does not have, then the turn's question."""
+    said = [{"role": "user", "content": "I keep bees."}, {"role": "assistant", "content": "Bees, noted."}]
+    for message in said:
+        make_message(thread, message["content"], role=message["role"])
+    extra = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"elsewhere {i}"} for i in range(new)]
+    return [*said, *extra, {"role": "user", "content": "And now?"}]
+
+
+def test_more_new_transcript_messages_than_a_request_may_store_is_413_and_stores_nothing(v1, owner, thread, settings):
+    # The review's case: a transcript of ~1,000 new messages, within the chat budget, stored in one request.
+    settings.DELLM_COMPLETION_MAX_NEW_MESSAGES = 100
+    messages = _transcript_past(thread, 101)
+    response = post(
+        v1,
+        {"model": "dellm", "messages": [{"role": "system", "content": "Be brief."}, *messages]},
+        HTTP_X_DELLM_THREAD=str(thread.pk),
+    )
+    assert response.status_code == 413
+    assert error(response) == {
+        "message": "The transcript holds 101 messages this thread does not have; at most 100 are stored per "
+        "request. Bring a whole history in through the import.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "quota_exceeded",
+    }
+    # Not the system prompt, not the question, no turn.
+    assert list(Message.objects.filter(owner=owner).values_list("content", flat=True)) == [
+        "I keep bees.",
+        "Bees, noted.",
+    ]
+    assert not Turn.objects.exists()
+    # At the cap, they are stored.
+    body = post(v1, {"model": "dellm", "messages": messages[:-2] + messages[-1:]}, HTTP_X_DELLM_THREAD=str(thread.pk))
+    assert body.status_code == 200
+    assert body.json()["dellm"]["stored"] == 100
+
+
+def test_a_transcript_past_the_days_quota_is_429_with_retry_after_and_stores_nothing(v1, owner, thread, settings):
+    settings.DELLM_QUOTA_MESSAGES_PER_DAY = 5
+    messages = _transcript_past(thread, 4)
+    Message.objects.filter(owner=owner).update(created_at=timezone.now() - timedelta(hours=2))
+    response = post(v1, {"model": "dellm", "messages": messages}, HTTP_X_DELLM_THREAD=str(thread.pk))
+    assert response.status_code == 429
+    assert response["Retry-After"] == str(22 * 3600)
+    assert error(response) | {"message": ""} == {
+        "message": "",
+        "type": "insufficient_quota",
+        "param": "messages",
+        "code": "quota_exceeded",
+    }
+    assert Message.objects.filter(owner=owner).count() == 2
+    # A question alone stores no transcript: it is not refused (turns are bounded by the chat budget).
+    answered = post(
+        v1, {"model": "dellm", "messages": messages[:2] + messages[-1:]}, HTTP_X_DELLM_THREAD=str(thread.pk)
+    )
+    assert answered.status_code == 200
