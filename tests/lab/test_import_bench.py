@@ -26,3 +26,19 @@ def test_import_bench_smoke_needs_no_seed_and_cleans_up(db, tmp_path):
     assert "| Import of 10,000 messages (ChatGPT export, offline embeddings included) <= 60 s |" in report
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="importbench-").exists()
+
+
+def test_import_taint_bench_stores_nothing_of_a_chain_onto_a_deleted_message_and_cleans_up(db, tmp_path):
+    call_command("dellm_bench", parts="import_taint", taint_messages=50, out=str(tmp_path), stdout=StringIO())
+
+    results = json.loads((tmp_path / "results.json").read_text())["results"]["import_taint"]
+    assert {k: results[k] for k in ("messages", "landed", "stored", "skipped", "rows_after")} == {
+        "messages": 50,
+        "landed": 0,
+        "stored": 0,
+        "skipped": 50,
+        "rows_after": 1,
+    }
+    assert "## Import taint pass (issue 20)" in (tmp_path / "REPORT.md").read_text()
+    assert Message.objects.count() == 0
+    assert not get_user_model().objects.filter(username__startswith="taintbench-").exists()

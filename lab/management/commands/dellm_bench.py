@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
 from lab.bench.load import soak_bench, streams_bench
@@ -26,10 +27,10 @@ from lab.bench.measure import (
 )
 from lab.bench.report import report_write
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import")
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import", "import_taint")
 # Parts that bring their own data: throwaway users (lab/bench/load.py) or a
 # generated export (lab/bench/imports.py); no `dellm_seed` needed.
-SELF_CONTAINED = {"streams", "soak", "import"}
+SELF_CONTAINED = {"streams", "soak", "import", "import_taint"}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -66,6 +67,9 @@ class Command(BaseCommand):
         parser.add_argument("--soak-web-pool", type=int, default=20, help="Database pool of the soak's web process.")
         parser.add_argument("--soak-users", type=int, default=50, help="Concurrent users in the soak.")
         parser.add_argument("--soak-turns", type=int, default=4, help="Turns per soak user.")
+        parser.add_argument(
+            "--taint-messages", type=int, default=100_000, help="import_taint: new messages chained onto a deleted one."
+        )
         parser.add_argument(
             "--import-messages", type=int, default=10_000, help="Messages in the import part's ChatGPT export."
         )
@@ -164,6 +168,8 @@ class Command(BaseCommand):
         if part == "import":
             lengths = tuple(int(size) for size in options["import_edge_lengths"].split(",") if size.strip())
             return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
+        if part == "import_taint":
+            return import_taint_bench(messages=options["taint_messages"])
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
