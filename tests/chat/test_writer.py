@@ -279,3 +279,24 @@ def test_a_purge_leaves_a_tombstone_and_is_never_restored(owner, thread):
     assert messages_restore(owner_id=owner.pk, ids=[message.pk], deletion_id=3) == 0
     message.refresh_from_db()
     assert message.status == "purged"
+
+
+def test_graph_store_a_100k_chain_onto_a_deleted_message_stores_none_of_it(owner, thread):
+    # The review's file: the old fixpoint took a round per message here (about 25 minutes, under the lock).
+    gone = make_message(thread, "deleted since", status="deleted")
+    size = 100_000
+    messages = [
+        GraphMessage(key=index, conversation="c", supplied=Supplied(role="user", content=f"m{index}"))
+        for index in range(1, size + 1)
+    ]
+    edges = [GraphEdge(source=index - 1, target=index, rank=0, score=1.0) for index in range(1, size + 1)]
+    result = graph_store(
+        owner_id=owner.pk,
+        messages=messages,
+        existing={0: gone.pk},
+        edges=edges,
+        conversations={"c": list(range(size + 1))},
+        thread_for=lambda conversation: thread.pk,
+    )
+    assert (result.created, result.skipped, result.edges) == ([], size, 0)
+    assert Message.objects.filter(owner=owner).count() == 1
