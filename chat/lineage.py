@@ -58,7 +58,8 @@ class ProvenanceCycle(DomainError):
 
     def __init__(self, count: int) -> None:
         super().__init__(
-            f"The edges among {count} messages of the file form a cycle: a message cannot derive from itself.",
+            f"The file's edges form a cycle, which {count} of its messages are on or derive from: "
+            "a message cannot derive from itself.",
             fields={"edges": "form a cycle"},
         )
 

@@ -382,7 +382,8 @@ def test_a_dellm_file_whose_edges_form_a_cycle_is_refused_whole_with_a_clear_err
         {
             "conversation": "someone:thread:1",
             "field": "messages",
-            "message": "The edges among 2 messages of the file form a cycle: a message cannot derive from itself.",
+            "message": "The file's edges form a cycle, which 2 of its messages are on or derive from: a message "
+            "cannot derive from itself.",
         }
     ]
     assert not Message.objects.filter(owner=owner).exists()
