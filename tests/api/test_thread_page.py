@@ -1,11 +1,10 @@
 """A thread a page at a time, each message's edges capped (issue 20, item 2)."""
 
 import pytest
-from django.db import connection
 
 from chat.models import ContextEdge, Message
 from tests.api.test_errors import error_of
-from tests.factories import make_edge, make_message, make_thread
+from tests.factories import make_edge, make_long_thread, make_message
 
 
 def _ids(body) -> list[int]:
@@ -78,27 +77,8 @@ def test_another_users_thread_messages_are_404(other_api, thread):
     assert error_of(other_api.get(f"/api/threads/{thread.pk}/messages/"), 404)["code"] == "not_found"
 
 
-def _dense_thread(owner, messages: int, width: int):
-    """`messages` imported-looking messages, each in the context of the next `width` (rank = distance)."""
-    thread = make_thread(owner, "dense")
-    Message.objects.bulk_create(
-        Message(owner=owner, thread=thread, seq=seq, role="user" if seq % 2 else "assistant", content=f"m{seq}")
-        for seq in range(1, messages + 1)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score, signal)
-            SELECT t.owner_id, s.id, t.id, t.seq - s.seq, 0.5, 'transcript'
-            FROM {Message._meta.db_table} t JOIN {Message._meta.db_table} s
-              ON s.thread_id = t.thread_id AND s.seq BETWEEN t.seq - %s AND t.seq - 1
-            WHERE t.thread_id = %s""",
-            [width, thread.pk],
-        )
-    return thread, dict(Message.objects.filter(thread=thread).values_list("seq", "pk"))
-
-
 def test_a_2000_message_thread_with_dense_edges_answers_a_bounded_page(api, owner):
-    thread, ids = _dense_thread(owner, 2000, 100)
+    thread, ids = make_long_thread(owner, 2000, 100)
     assert ContextEdge.objects.filter(target__thread=thread).count() == 2000 * 100 - 100 * 101 // 2
     body = api.get(f"/api/threads/{thread.pk}/").json()
     messages = body["messages"]
