@@ -232,18 +232,26 @@ def with_edges(messages: list[Message]) -> list[Message]:
 
 # Each direction of a page's edges in one query: per message the first
 # `limit` edges in the order the API lists them, read through LATERAL so that
-# a message with 100k edges costs `limit` rows (its out-edges walk the unique
-# (source, target) index in order; its in-edges, at most a context's worth
-# except for imports and `full` contexts, are top-N sorted). A live message
-# lists only live neighbours (as `_shown` in chat/serializers.py), so the cap
-# counts what is shown.
+# a message with 100k edges costs little more than `limit` lookups. A live
+# message lists only live neighbours (as `_shown` in chat/serializers.py), so
+# the cap counts what is shown: the far end's status is looked up by primary
+# key, edge after edge in the listed order, until `limit` have been found. The
+# edges are ordered first (the out-edges walk the unique (source, target)
+# index; the in-edges of one message, at most a context's worth except for
+# imports and `full` contexts, are sorted in memory), and OFFSET 0 keeps the
+# planner from flattening either subquery into a join that would look up
+# every edge's far end, or scan the messages table once per message.
 _CAPPED_EDGES_SQL = f"""
 SELECT e.id, e.source_id, e.target_id, e.rank, e.score, e.signal, e.other_status
 FROM unnest(%(ids)s::bigint[], %(live)s::boolean[]) AS m(id, live)
 CROSS JOIN LATERAL (
     SELECT c.id, c.source_id, c.target_id, c.rank, c.score, c.signal, o.status AS other_status
-    FROM {ContextEdge._meta.db_table} c JOIN {_MESSAGES} o ON o.id = c.__OTHER___id
-    WHERE c.__NEAR___id = m.id AND (NOT m.live OR o.status = ANY(%(live_statuses)s))
+    FROM (
+        SELECT id, source_id, target_id, rank, score, signal FROM {ContextEdge._meta.db_table}
+        WHERE __NEAR___id = m.id ORDER BY __ORDER__ OFFSET 0
+    ) c
+    CROSS JOIN LATERAL (SELECT status FROM {_MESSAGES} WHERE id = c.__OTHER___id OFFSET 0) o
+    WHERE NOT m.live OR o.status = ANY(%(live_statuses)s)
     ORDER BY __ORDER__
     LIMIT %(limit)s
 ) e
@@ -251,10 +259,10 @@ CROSS JOIN LATERAL (
 _CONTEXT_EDGES_SQL = (
     _CAPPED_EDGES_SQL.replace("__NEAR__", "target")
     .replace("__OTHER__", "source")
-    .replace("__ORDER__", "c.rank, c.source_id")
+    .replace("__ORDER__", "rank, source_id")
 )
 _DERIVED_EDGES_SQL = (
-    _CAPPED_EDGES_SQL.replace("__NEAR__", "source").replace("__OTHER__", "target").replace("__ORDER__", "c.target_id")
+    _CAPPED_EDGES_SQL.replace("__NEAR__", "source").replace("__OTHER__", "target").replace("__ORDER__", "target_id")
 )
 
 
