@@ -522,6 +522,14 @@ def _thread_page_section(page: dict) -> list[str]:
                     f"<= {page['page_edges_max']:,}",
                 ],
                 [
+                    "for scale: the thread list (one thread)",
+                    _ms(page["baseline"]["p50"]),
+                    _ms(page["baseline"]["p95"]),
+                    "",
+                    "",
+                    "",
+                ],
+                [
                     "message detail of the first message",
                     _ms(page["hub"]["p50"]),
                     _ms(page["hub"]["p95"]),

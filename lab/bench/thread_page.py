@@ -76,6 +76,8 @@ def thread_page_bench(*, messages: int = 2_000, requests: int = 30, seed: int = 
         client = Client()
         client.force_login(owner)
         _get(client, f"/api/threads/{thread_id}/")  # warm-up: connection, caches
+        # What any signed-in request costs here (the thread list: one row), to read the others against.
+        baseline = [_get(client, "/api/threads/") for _ in range(requests)]
         detail = [_get(client, f"/api/threads/{thread_id}/") for _ in range(requests)]
         _, first, body = detail[-1]
         # Every older page, newest to oldest, by the links the answers give.
@@ -95,6 +97,7 @@ def thread_page_bench(*, messages: int = 2_000, requests: int = 30, seed: int = 
         "edges": edges,
         "edges_added": added,
         "requests": requests,
+        "baseline": stats([ms for ms, _, _ in baseline]),
         "detail": stats([ms for ms, _, _ in detail]),
         "detail_bytes": len(first.content),
         "detail_messages": len(body["messages"]),
