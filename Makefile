@@ -86,7 +86,7 @@ BENCH_SCALE ?= full
 bench: export DELLM_LAB = 1
 bench: setup frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
-	export DELLM_DEPENDENTS_RATE=1000000/min DELLM_GRAPH_RATE=1000000/min DELLM_DELETION_PREVIEW_RATE=1000000/min; \
+	export DELLM_DEPENDENTS_RATE=1000000/min DELLM_GRAPH_RATE=1000000/min DELLM_DELETION_PREVIEW_RATE=1000000/min DELLM_THREAD_RATE=1000000/min; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-bench.XXXXXX); \
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
 	$(PY) manage.py migrate --noinput >/dev/null; \

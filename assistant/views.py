@@ -1,23 +1,25 @@
-"""POST /api/threads/{id}/messages/: a message is a turn (chat), a typed deletion request a preview (provenance)."""
+"""POST /api/threads/{id}/messages/: a message is a turn (chat), a typed deletion request a preview (provenance).
+
+GET on the same URL is chat's page of the thread's messages (chat.views.ThreadMessageListView).
+"""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
-from rest_framework.views import APIView
 
 from chat import selectors, services
 from chat.serializers import ChatAcceptedSerializer, ChatInputSerializer
-from dellm_site.api import errors, validated
+from chat.views import ThreadMessageListView
+from dellm_site.api import CostThrottle, errors, validated
 from dellm_site.types import AuthenticatedRequest
 from provenance import services as deletions
 from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 from provenance.serializers import ChatDeletionSerializer
 
 
-class ChatView(APIView):
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "chat"
+class ChatView(ThreadMessageListView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "thread", "POST": "chat"}
 
     @extend_schema(
         request=ChatInputSerializer,

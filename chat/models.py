@@ -28,8 +28,10 @@ class Thread(models.Model):
             )
         ]
 
-    # Set by the thread detail view: its live messages, with edges attached.
+    # Set by the thread detail view: its newest page of live messages, with
+    # edges attached, and the URL of the page before it (None: that was all).
     live_messages: list["Message"]
+    messages_next: str | None
 
     def __str__(self) -> str:
         return f"Thread {self.pk}"
@@ -110,9 +112,11 @@ class Message(models.Model):
             GinIndex(fields=["search"], name="message_search_gin"),
         ]
 
-    # Attached by `chat.selectors.with_edges` (prefetches, not columns).
+    # Attached by `chat.selectors.with_edges` or `with_capped_edges` (not columns).
     context_edges: list["ContextEdge"]
     derived_edges: list["ContextEdge"]
+    # Whether `with_capped_edges` left some of either list out.
+    edges_truncated: bool
 
     def __str__(self) -> str:
         return f"Message #{self.seq} ({self.role}, {self.status})"

@@ -154,13 +154,15 @@ def thread_get(*, owner: User, thread_id: int) -> Thread:
     return thread
 
 
-def thread_messages(*, thread: Thread) -> list[Message]:
-    """The thread's live messages in order, with their edges attached.
+def thread_message_list(*, thread: Thread) -> QuerySet[Message]:
+    """The thread's live messages, newest position first, each annotated with its `position`.
 
-    A rewrite is shown where the message it replaces was (`place`).
+    A rewrite is shown where the message it replaces was (`place`). Pages of it
+    are read by the position (`chat.views.ThreadMessagePagination`), and
+    `with_capped_edges` attaches their edges.
     """
     messages = Message.objects.filter(thread=thread, status__in=LIVE_STATUSES)
-    return with_edges(list(messages.order_by(Coalesce("place", "seq"), "seq")))
+    return messages.annotate(position=Coalesce("place", "seq")).order_by("-position", "-seq")
 
 
 def message_list(
@@ -168,7 +170,7 @@ def message_list(
 ) -> QuerySet[Message]:
     """The owner's messages by status (`active` means live: active or expiring), thread and full-text query.
 
-    Call `with_edges` on the page that is shown.
+    Call `with_capped_edges` on the page that is shown.
     """
     if status not in MESSAGE_STATUS_FILTERS:
         raise ValidationFailed(
@@ -190,7 +192,7 @@ def message_get(*, owner: User, message_id: int) -> Message:
     message = Message.objects.filter(owner=owner, pk=message_id).first()
     if message is None:
         raise NotFound(f"No message with id {message_id}.")
-    return with_edges([message])[0]
+    return with_capped_edges([message], limit=settings.DELLM_MESSAGE_MAX_EDGES)[0]
 
 
 def message_ids_by_seq(*, owner: User, seqs: list[int]) -> list[int]:
@@ -203,10 +205,11 @@ def message_ids_by_seq(*, owner: User, seqs: list[int]) -> list[int]:
 
 
 def with_edges(messages: list[Message]) -> list[Message]:
-    """Attach `context_edges` and `derived_edges` (two queries for any number of messages).
+    """Attach all `context_edges` and `derived_edges` (two queries for any number of messages).
 
     Each edge carries `other_status`, the status of the message at its far
     end, so a live message can leave removed neighbours out of its lists.
+    For the export and single new messages; pages use `with_capped_edges`.
     """
     edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank", "score", "signal")
     prefetch_related_objects(
@@ -222,6 +225,72 @@ def with_edges(messages: list[Message]) -> list[Message]:
             to_attr="derived_edges",
         ),
     )
+    for message in messages:
+        message.edges_truncated = False
+    return messages
+
+
+# Each direction of a page's edges in one query: per message the first
+# `limit` edges in the order the API lists them, read through LATERAL so that
+# a message with 100k edges costs little more than `limit` lookups. A live
+# message lists only live neighbours (as `_shown` in chat/serializers.py), so
+# the cap counts what is shown: the far end's status is looked up by primary
+# key, edge after edge in the listed order, until `limit` have been found. The
+# edges are ordered first (the out-edges walk the unique (source, target)
+# index; the in-edges of one message, at most a context's worth except for
+# imports and `full` contexts, are sorted in memory), and OFFSET 0 keeps the
+# planner from flattening either subquery into a join that would look up
+# every edge's far end, or scan the messages table once per message.
+_CAPPED_EDGES_SQL = f"""
+SELECT e.id, e.source_id, e.target_id, e.rank, e.score, e.signal, e.other_status
+FROM unnest(%(ids)s::bigint[], %(live)s::boolean[]) AS m(id, live)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.source_id, c.target_id, c.rank, c.score, c.signal, o.status AS other_status
+    FROM (
+        SELECT id, source_id, target_id, rank, score, signal FROM {ContextEdge._meta.db_table}
+        WHERE __NEAR___id = m.id ORDER BY __ORDER__ OFFSET 0
+    ) c
+    CROSS JOIN LATERAL (SELECT status FROM {_MESSAGES} WHERE id = c.__OTHER___id OFFSET 0) o
+    WHERE NOT m.live OR o.status = ANY(%(live_statuses)s)
+    ORDER BY __ORDER__
+    LIMIT %(limit)s
+) e
+"""
+_CONTEXT_EDGES_SQL = (
+    _CAPPED_EDGES_SQL.replace("__NEAR__", "target")
+    .replace("__OTHER__", "source")
+    .replace("__ORDER__", "rank, source_id")
+)
+_DERIVED_EDGES_SQL = (
+    _CAPPED_EDGES_SQL.replace("__NEAR__", "source").replace("__OTHER__", "target").replace("__ORDER__", "target_id")
+)
+
+
+def with_capped_edges(messages: list[Message], *, limit: int) -> list[Message]:
+    """Attach at most `limit` `context_edges` and `derived_edges` per message (two queries).
+
+    The context keeps its first edges by rank (rank 0, the question, first),
+    the derived list the lowest ids. `edges_truncated` is set on each message:
+    True when either list had more (the message detail, the graph and the
+    dependents endpoint have the rest).
+    """
+    params = {
+        "ids": [message.pk for message in messages],
+        "live": [message.is_live for message in messages],
+        "live_statuses": LIVE_STATUSES,
+        # One more than shown, to tell whether there were more.
+        "limit": limit + 1,
+    }
+    context: dict[int, list[ContextEdge]] = {message.pk: [] for message in messages}
+    derived: dict[int, list[ContextEdge]] = {message.pk: [] for message in messages}
+    for edge in ContextEdge.objects.raw(_CONTEXT_EDGES_SQL, params):
+        context[edge.target_id].append(edge)
+    for edge in ContextEdge.objects.raw(_DERIVED_EDGES_SQL, params):
+        derived[edge.source_id].append(edge)
+    for message in messages:
+        message.edges_truncated = len(context[message.pk]) > limit or len(derived[message.pk]) > limit
+        message.context_edges = context[message.pk][:limit]
+        message.derived_edges = derived[message.pk][:limit]
     return messages
 
 

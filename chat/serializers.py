@@ -46,6 +46,12 @@ class MessageSerializer(serializers.ModelSerializer):
     context_detail = serializers.SerializerMethodField(
         help_text="The same edges as `context`, in order, with their rank, score and signal."
     )
+    edges_truncated = serializers.BooleanField(
+        read_only=True,
+        help_text="True when `context` or `derived` lists only the first of this message's edges (a thread page "
+        "lists at most DELLM_PAGE_MAX_EDGES each way, the message detail DELLM_MESSAGE_MAX_EDGES); "
+        "the graph and the dependents endpoint have them all.",
+    )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
         "An imported reply derives from every earlier message of its conversation: its real provenance is unknown."
@@ -64,6 +70,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "context",
             "derived",
             "context_detail",
+            "edges_truncated",
             "imported_from",
             "replaces",
             "place",
@@ -107,11 +114,19 @@ class ThreadSerializer(serializers.ModelSerializer):
 
 class ThreadDetailSerializer(ThreadSerializer):
     messages = MessageSerializer(
-        source="live_messages", many=True, help_text="The thread's active (live) messages in order."
+        source="live_messages",
+        many=True,
+        help_text="The thread's newest active (live) messages, at most a page of them, in order.",
+    )
+    messages_next = serializers.URLField(
+        allow_null=True,
+        read_only=True,
+        help_text="The page of messages before these (GET /api/threads/{id}/messages/?cursor=), or null: "
+        "`messages` is the whole thread.",
     )
 
     class Meta(ThreadSerializer.Meta):
-        fields = [*ThreadSerializer.Meta.fields, "messages"]
+        fields = [*ThreadSerializer.Meta.fields, "messages", "messages_next"]
 
 
 class ThreadInputSerializer(serializers.Serializer):

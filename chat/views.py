@@ -1,14 +1,18 @@
 """HTTP API for threads, chat turns and messages. Each view: validate -> one service or selector -> serialize."""
 
+from typing import Any
+
+from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors, services
-from chat.models import Message
+from chat.models import Message, Thread
 from chat.serializers import (
     MessageQuerySerializer,
     MessageSerializer,
@@ -18,7 +22,7 @@ from chat.serializers import (
     ThreadSerializer,
     TurnSerializer,
 )
-from dellm_site.api import CostThrottle, Pagination, errors, validated
+from dellm_site.api import CostThrottle, LinkHeaderCursorPagination, Pagination, errors, validated
 from dellm_site.types import AuthenticatedRequest
 
 
@@ -38,12 +42,49 @@ class ThreadListView(APIView):
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
 
+class ThreadMessagePagination(LinkHeaderCursorPagination):
+    """A thread's live messages by position, newest first (`chat.selectors.thread_message_list`)."""
+
+    ordering = ("-position", "-seq")
+
+    def position_valid(self, position: Any) -> bool:
+        return position is None or str(position).isdigit()
+
+
+_PAGE_PARAMETERS = [
+    OpenApiParameter("page_size", int, description="At most DELLM_MAX_PAGE_SIZE (default DELLM_PAGE_SIZE)."),
+]
+
+
+def _thread_page(request: AuthenticatedRequest, thread: Thread) -> tuple[ThreadMessagePagination, list[Message]]:
+    """The page of the thread's messages that `request` asks for, newest first, edges capped."""
+    paginator = ThreadMessagePagination()
+    page = paginator.paginate_queryset(selectors.thread_message_list(thread=thread), request)
+    assert page is not None  # a page size is always set
+    # Both answers link to pages of the message list, whichever URL asked.
+    paginator.base_url = request.build_absolute_uri(reverse("thread-chat", args=[thread.pk]))
+    if "page_size" in request.query_params:
+        paginator.base_url += f"?page_size={paginator.page_size}"
+    return paginator, selectors.with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
+
+
 class ThreadDetailView(APIView):
-    @extend_schema(responses={200: ThreadDetailSerializer, **errors(404)}, summary="A thread and its messages")
+    # A page of a long thread joins its messages' edges: limited like the graph, not like a chat turn.
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "thread"}
+
+    @extend_schema(
+        parameters=_PAGE_PARAMETERS,
+        responses={200: ThreadDetailSerializer, **errors(400, 404, 429)},
+        summary="A thread and its newest messages (`messages_next`: the page before them)",
+    )
     def get(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
-        thread.live_messages = selectors.thread_messages(thread=thread)
-        return Response(ThreadDetailSerializer(thread).data)
+        paginator, page = _thread_page(request, thread)
+        thread.live_messages = page[::-1]
+        thread.messages_next = paginator.get_next_link()
+        headers = {"Link": f'<{thread.messages_next}>; rel="next"'} if thread.messages_next else {}
+        return Response(ThreadDetailSerializer(thread).data, headers=headers)
 
     @extend_schema(
         request=ThreadRenameSerializer,
@@ -55,6 +96,29 @@ class ThreadDetailView(APIView):
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
         thread = services.thread_rename(thread_id=thread.pk, title=data["title"])
         return Response(ThreadSerializer(thread).data)
+
+
+class ThreadMessageListView(APIView):
+    """`GET /api/threads/{id}/messages/`: the thread's live messages a page at a time, newest first.
+
+    The same URL takes a chat turn by POST (assistant.views.ChatView, which adds it).
+    """
+
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "thread"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cursor", str, description="From the `Link` header or the thread's `messages_next`."),
+            *_PAGE_PARAMETERS,
+        ],
+        responses={200: MessageSerializer(many=True), **errors(400, 404, 429)},
+        summary="A thread's messages, newest first, a page at a time (Link header)",
+    )
+    def get(self, request: AuthenticatedRequest, thread_id: int) -> Response:
+        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        paginator, page = _thread_page(request, thread)
+        return paginator.get_paginated_response(MessageSerializer(page, many=True).data)
 
 
 class TurnDetailView(APIView):
@@ -95,7 +159,7 @@ class MessageListView(generics.ListAPIView):
     def paginate_queryset(self, queryset: QuerySet[Message]) -> list[Message]:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         assert page is not None  # pagination_class is set
-        return selectors.with_edges(page)
+        return selectors.with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
 
     @extend_schema(
         parameters=[MessageQuerySerializer],

@@ -15,7 +15,7 @@ from django.views import defaults
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from knox.models import AuthToken
 from rest_framework import exceptions, serializers
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
@@ -235,6 +235,46 @@ class LinkHeaderPagination(Pagination):
         if links:
             headers["Link"] = ", ".join(links)
         return Response(data, headers=headers)
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return schema
+
+
+class LinkHeaderCursorPagination(CursorPagination):
+    """Pages of a long list read by position (`?cursor=`), the body a bare JSON array.
+
+    Keyset pages: each costs the same however deep it is, and a row added
+    while a client pages does not shift the pages after it. `?page_size=` as
+    everywhere; the next and previous pages are in a `Link` header
+    (rel="next"/"prev"). No total: counting would cost what paging saves.
+    A subclass sets `ordering`.
+    """
+
+    page_size_query_param = "page_size"
+    get_page_size = Pagination.get_page_size
+
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            cursor = super().decode_cursor(request)
+            if cursor is None or self.position_valid(cursor.position):
+                return cursor
+        except exceptions.NotFound:  # DRF's answer to a cursor it cannot decode
+            pass
+        raise ValidationFailed(
+            "cursor is not one this server gave out; follow the Link header.", fields={"cursor": "invalid"}
+        )
+
+    def position_valid(self, position: Any) -> bool:
+        """Whether a cursor's position can be compared with the first `ordering` field (a subclass checks)."""
+        return True
+
+    def get_paginated_response(self, data: Any) -> Response:
+        links = [
+            f'<{url}>; rel="{rel}"'
+            for rel, url in (("next", self.get_next_link()), ("prev", self.get_previous_link()))
+            if url
+        ]
+        return Response(data, headers={"Link": ", ".join(links)} if links else {})
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
         return schema

@@ -381,6 +381,8 @@ REST_FRAMEWORK = {
         "deletion_action": env_str("DELLM_DELETION_ACTION_RATE", "60/min"),
         "dependents": env_str("DELLM_DEPENDENTS_RATE", "120/min"),
         "graph": env_str("DELLM_GRAPH_RATE", "30/min"),
+        # A page of a thread: the chat page opens one per thread and one more per "Load earlier".
+        "thread": env_str("DELLM_THREAD_RATE", "120/min"),
         "export": env_str("DELLM_EXPORT_RATE", "5/hour"),
         "search": env_str("DELLM_SEARCH_RATE", "120/min"),
         "import": env_str("DELLM_IMPORT_RATE", "20/hour"),
@@ -389,6 +391,14 @@ REST_FRAMEWORK = {
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
+# Edges listed per message and direction in a page of messages (a thread's,
+# the message list) and in one message's detail; `edges_truncated` says when
+# some were left out (the graph and the dependents endpoint have them all).
+# 50 is ten times the default retrieval k: only imports, `full` contexts and
+# messages that fed many replies reach it; a page then holds at most
+# 200 x 2 x 50 edges.
+DELLM_PAGE_MAX_EDGES = env_int("DELLM_PAGE_MAX_EDGES", 50)
+DELLM_MESSAGE_MAX_EDGES = env_int("DELLM_MESSAGE_MAX_EDGES", 5000)
 # The graph opens as a window of the newest messages (`next` loads older ones).
 DELLM_GRAPH_WINDOW = env_int("DELLM_GRAPH_WINDOW", 2000)
 DELLM_GRAPH_MAX_NODES = env_int("DELLM_GRAPH_MAX_NODES", 5000)

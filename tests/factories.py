@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Max
 
 from chat.models import ContextEdge, Message, Thread
@@ -39,6 +40,33 @@ def make_message(thread: Thread, content: str = "", role: str = "user", embeddin
 
 def make_edge(source: Message, target: Message, rank: int = 1, score: float = 0.5) -> ContextEdge:
     return ContextEdge.objects.create(owner_id=source.owner_id, source=source, target=target, rank=rank, score=score)
+
+
+def make_long_thread(owner, messages: int, width: int, imported_from: str = "chatgpt") -> tuple[Thread, dict[int, int]]:
+    """A conversation of `messages` alternating user and assistant messages, each in the context of the
+    next `width` (rank = distance): a dense import. Returns the thread and {seq: id}."""
+    thread = make_thread(owner, "A long conversation")
+    Message.objects.bulk_create(
+        Message(
+            owner=owner,
+            thread=thread,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=f"Message number {seq} of a long imported conversation.",
+            imported_from=imported_from,
+        )
+        for seq in range(1, messages + 1)
+    )
+    table = Message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {ContextEdge._meta.db_table} (owner_id, source_id, target_id, rank, score, signal)
+            SELECT t.owner_id, s.id, t.id, t.seq - s.seq, 0.5, 'transcript'
+            FROM {table} t JOIN {table} s ON s.thread_id = t.thread_id AND s.seq BETWEEN t.seq - %s AND t.seq - 1
+            WHERE t.thread_id = %s""",
+            [width, thread.pk],
+        )
+    return thread, dict(Message.objects.filter(thread=thread).values_list("seq", "pk"))
 
 
 def unit_vector(seed: int, dim: int = 256) -> list[float]:

@@ -63,7 +63,9 @@ def test_unknown_path_and_method(api, thread):
     assert error_of(api.get("/api/nowhere/"), 404)["code"] == "not_found"
     assert error_of(api.get("/api/threads/abc/"), 404)["code"] == "not_found"
     assert error_of(api.delete(f"/api/threads/{thread.pk}/"), 405)["code"] == "method_not_allowed"
-    assert error_of(api.get(f"/api/threads/{thread.pk}/messages/"), 405)["code"] == "method_not_allowed"
+    assert (
+        error_of(api.put(f"/api/threads/{thread.pk}/messages/", {}, format="json"), 405)["code"] == "method_not_allowed"
+    )
 
 
 @pytest.mark.parametrize("content", ["", "   \n\t", None, 12 and ["list"]])

@@ -34,13 +34,14 @@ def _costly_requests(api, first, thread) -> dict[str, callable]:
         "graph": lambda: api.get("/api/graph/"),
         "export": lambda: api.get("/api/export/"),
         "search": lambda: api.get("/api/messages/?q=note"),
+        "thread": lambda: api.get(f"/api/threads/{thread.pk}/"),
     }
 
 
 def test_every_costly_endpoint_is_rate_limited_in_the_shared_cache(api, owner, thread, monkeypatch):
     first = _history(thread)[0]
     requests = _costly_requests(api, first, thread)
-    monkeypatch.setattr(CostThrottle, "THROTTLE_RATES", {scope: "2/min" for scope in requests})
+    monkeypatch.setattr(CostThrottle, "THROTTLE_RATES", {scope: "2/min" for scope in requests} | {"chat": "9/min"})
     for scope, send in requests.items():
         assert send().status_code < 400, scope
         assert send().status_code < 410, scope  # a second cancel is a 409 conflict, still counted
@@ -53,6 +54,9 @@ def test_every_costly_endpoint_is_rate_limited_in_the_shared_cache(api, owner, t
     assert {f"{cache.key_prefix}:1:throttle_{scope}_{owner.pk}" for scope in requests} <= keys
     # A plain page of messages is no search and stays free.
     assert all(api.get("/api/messages/").status_code == 200 for _ in range(3))
+    # A thread's pages share the thread detail's budget; sending in it is the chat's.
+    assert error_of(api.get(f"/api/threads/{thread.pk}/messages/"), 429)["code"] == "throttled"
+    assert api.post(f"/api/threads/{thread.pk}/messages/", {"content": "hello"}, format="json").status_code == 202
 
 
 def test_deletion_history_is_paginated_and_keeps_its_list_shape(api, owner, thread):

@@ -36,11 +36,13 @@ def count(api, path: str) -> int:
     return len(queries)
 
 
-@pytest.mark.parametrize("path", [*PATHS, "thread"])
+@pytest.mark.parametrize("path", [*PATHS, "thread", "thread-messages"])
 def test_list_endpoint_queries_do_not_grow_with_items(api, owner, other_owner, path):
     thread = populate(owner, 1)
     populate(other_owner, 2)
-    url = f"/api/threads/{thread.pk}/" if path == "thread" else path
+    url = {"thread": f"/api/threads/{thread.pk}/", "thread-messages": f"/api/threads/{thread.pk}/messages/"}.get(
+        path, path
+    )
     with_one = count(api, url)
     populate(owner, 2)
     for _ in range(2):
@@ -50,6 +52,16 @@ def test_list_endpoint_queries_do_not_grow_with_items(api, owner, other_owner, p
 
 def test_message_list_query_budget(api, owner, django_assert_max_num_queries):
     populate(owner, 3)
-    # auth token, count, page, two edge prefetches
+    # auth token, count, page, two edge queries
     with django_assert_max_num_queries(5):
         assert len(api.get("/api/messages/").json()["results"]) == 6
+
+
+@pytest.mark.parametrize("items", [1, 3])
+def test_thread_page_query_budget(api, owner, items, django_assert_num_queries):
+    thread = populate(owner, items)
+    # auth token, the thread, the page, two edge queries: the same for one exchange and for three
+    with django_assert_num_queries(5):
+        assert len(api.get(f"/api/threads/{thread.pk}/").json()["messages"]) == 2 * items
+    with django_assert_num_queries(5):
+        assert len(api.get(f"/api/threads/{thread.pk}/messages/").json()) == 2 * items

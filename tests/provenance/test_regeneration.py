@@ -8,7 +8,7 @@ from django.utils import timezone
 from chat import services as chat_services
 from chat.embeddings import embed_one
 from chat.models import ContextEdge, Message, Turn
-from chat.selectors import thread_messages
+from chat.selectors import thread_message_list
 from dellm_site.errors import Conflict, ValidationFailed
 from provenance import services
 from provenance.regeneration import regeneration_progress, regenerations_stalled_sweep, undo_plan
@@ -91,7 +91,14 @@ def test_paper_example_regenerates_replies_whose_question_survives(owner, thread
     # New edges never come from a removed message; the thread shows each rewrite where its original was.
     assert live_sources_only([new4.pk, new8.pk])
     assert not ContextEdge.objects.filter(target__in=[new4, new8], source_id__in=done.deleted_ids).exists()
-    assert [x.pk for x in thread_messages(thread=thread)] == [m[3].pk, new4.pk, m[5].pk, m[6].pk, m[7].pk, new8.pk]
+    assert [x.pk for x in reversed(thread_message_list(thread=thread))] == [
+        m[3].pk,
+        new4.pk,
+        m[5].pk,
+        m[6].pk,
+        m[7].pk,
+        new8.pk,
+    ]
     assert taint_violations(owner_id=owner.pk) == []
 
     assert done.receipt["passed"] is True
@@ -159,7 +166,7 @@ def test_nurse_example_redacts_and_rewrites_the_replies_in_place(owner, thread):
         1,
     )
     assert new_user.embedding is not None
-    shown = [(x.role, x.content) for x in thread_messages(thread=thread)]
+    shown = [(x.role, x.content) for x in reversed(thread_message_list(thread=thread))]
     assert shown == [
         ("user", "I work as a nurse."),
         ("assistant", "Noted: I work as a nurse."),

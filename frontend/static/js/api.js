@@ -16,7 +16,8 @@ export function csrfToken() {
   return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : "";
 }
 
-export async function request(method, url, body) {
+// The parsed body and the response itself (for its headers).
+async function call(method, url, body) {
   const headers = { Accept: "application/json" };
   const options = { method, headers, credentials: "same-origin" };
   if (method !== "GET") {
@@ -40,7 +41,19 @@ export async function request(method, url, body) {
   if (!response.ok) {
     throw new ApiError(response.status, data);
   }
-  return data;
+  return { data, response };
+}
+
+export async function request(method, url, body) {
+  return (await call(method, url, body)).data;
+}
+
+// One page of a list whose body is a bare array: its items and the URL of the
+// next page from the `Link` header (rel="next"), or null on the last page.
+async function listPage(url) {
+  const { data, response } = await call("GET", url);
+  const next = /<([^>]+)>;\s*rel="next"/.exec(response.headers.get("Link") || "");
+  return { items: data, next: next ? next[1] : null };
 }
 
 const get = (url) => request("GET", url);
@@ -56,7 +69,10 @@ const query = (params) => {
 
 export const api = {
   threads: () => get("/api/threads/"),
+  // A thread with its newest page of messages; `messages_next` is the URL of the page before.
   thread: (id) => get(`/api/threads/${id}/`),
+  // The page of a thread's messages at `url` (from `messages_next` or the last page's `next`), newest first.
+  threadMessages: (url) => listPage(url),
   createThread: (title) => post("/api/threads/", title ? { title } : {}),
   renameThread: (id, title) => request("PATCH", `/api/threads/${id}/`, { title }),
   send: (threadId, content) => post(`/api/threads/${threadId}/messages/`, { content }),

@@ -1,7 +1,7 @@
 // The chat page: threads, the conversation, the composer; replies stream in.
 // One module per concern under chat/:
 //   state.js         the page's elements and shared state
-//   threads.js       thread list, open, new, rename
+//   threads.js       thread list, open, new, rename, earlier pages of a long thread
 //   messages.js      message items, the conversation, scrolling, removal
 //   memory-chips.js  the "Used memory" chips under a reply
 //   turns.js         pending / failed replies, streaming, resume after reload
@@ -12,7 +12,7 @@ import { wireComposer } from "./chat/composer.js";
 import { openDeletion } from "./chat/deletion-link.js";
 import { updateEmpty } from "./chat/messages.js";
 import { page, state } from "./chat/state.js";
-import { loadThreads, openThread, wireThreads } from "./chat/threads.js";
+import { loadThreads, openThread, revealMessage, wireThreads } from "./chat/threads.js";
 
 async function start() {
   await loadThreads();
@@ -21,8 +21,9 @@ async function start() {
   const first = state.threads.find((thread) => thread.id === wanted) || state.threads[0];
   if (first) {
     await openThread(first.id);
-    // "Open in chat" from the graph links to #m-<id>; the message exists only now.
-    if (location.hash) document.getElementById(location.hash.slice(1))?.scrollIntoView({ block: "center" });
+    // "Open in chat" from the graph links to #m-<id>; the message exists only now, perhaps a few pages back.
+    const linked = /^#m-(\d+)$/.exec(location.hash);
+    if (linked) (await revealMessage(Number(linked[1])))?.scrollIntoView({ block: "center", behavior: "instant" });
   } else {
     page.title.textContent = "New conversation";
     updateEmpty();

@@ -26,11 +26,30 @@ from lab.bench.measure import (
     vectors_kind,
 )
 from lab.bench.report import report_write
+from lab.bench.thread_page import thread_page_bench
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import", "import_taint")
+PARTS = (
+    "dep",
+    "retrieval",
+    "turn",
+    "purge",
+    "throughput",
+    "graph",
+    "streams",
+    "soak",
+    "import",
+    "import_taint",
+    "thread_page",
+)
 # Parts that bring their own data: throwaway users (lab/bench/load.py) or a
 # generated export (lab/bench/imports.py); no `dellm_seed` needed.
-SELF_CONTAINED = {"streams", "soak", "import", "import_taint"}
+SELF_CONTAINED = {
+    "streams",
+    "soak",
+    "import",
+    "import_taint",
+    "thread_page",
+}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -170,6 +189,8 @@ class Command(BaseCommand):
             return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
         if part == "import_taint":
             return import_taint_bench(messages=options["taint_messages"])
+        if part == "thread_page":
+            return thread_page_bench(requests=options["page_loads"] * 6, seed=options["seed"])
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]

@@ -58,11 +58,23 @@ export function messageItem(message, questionId = null) {
   return item;
 }
 
-export function renderConversation(messages) {
-  const items = messages.map((message, index) =>
+function conversationItems(messages) {
+  return messages.map((message, index) =>
     messageItem(message, message.role === "user" ? null : answeredId(message, messages.slice(0, index))),
   );
-  replaceChildren(page.messageList, items);
+}
+
+export function renderConversation(messages) {
+  replaceChildren(page.messageList, conversationItems(messages));
+  updateEmpty();
+}
+
+// Older messages go on top; what the reader was looking at stays where it was.
+export function prependConversation(messages) {
+  const { scroller } = page;
+  const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+  page.messageList.prepend(...conversationItems(messages));
+  scroller.scrollTo({ top: scroller.scrollHeight - fromBottom, behavior: "instant" });
   updateEmpty();
 }
 

@@ -6,6 +6,7 @@ export const page = {
   deletionsUrl: root.dataset.deletionsUrl,
   threadList: root.querySelector("[data-thread-list]"),
   messageList: root.querySelector("[data-messages]"),
+  loadEarlier: root.querySelector("[data-load-earlier]"),
   scroller: root.querySelector("[data-scroll]"),
   emptyState: root.querySelector("[data-empty]"),
   title: root.querySelector("[data-thread-title]"),
@@ -22,6 +23,9 @@ page.sendButton = page.composer.querySelector("[data-send]");
 export const state = {
   threads: [],
   thread: null,
+  // The URL of the page of messages before the oldest shown (null: all shown), and its load in flight.
+  olderUrl: null,
+  loadingOlder: null,
   // id -> Message, for the seq numbers and snippets of "used memory" chips.
   known: new Map(),
   // turn id -> followTurn handle, for the turns streaming into this thread.

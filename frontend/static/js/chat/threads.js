@@ -2,7 +2,7 @@
 import { api } from "../api.js";
 import { el, formatWhen, replaceChildren, toast } from "../dom.js";
 import { threadTitle } from "../model.js";
-import { renderConversation, scrollToEnd } from "./messages.js";
+import { prependConversation, renderConversation } from "./messages.js";
 import { page, root, state } from "./state.js";
 import { resumeTurns, stopFollowing } from "./turns.js";
 
@@ -60,8 +60,45 @@ export async function openThread(id) {
   for (const message of thread.messages) state.known.set(message.id, message);
   renderThreads();
   renderConversation(thread.messages);
+  showOlder(thread.messages_next);
   await resumeTurns(thread.id);
-  scrollToEnd(true);
+  // At once, not smoothly: passing the top on the way would load earlier pages.
+  page.scroller.scrollTo({ top: page.scroller.scrollHeight, behavior: "instant" });
+}
+
+/* Earlier messages: a long thread opens on its newest page ------------------ */
+
+function showOlder(url) {
+  state.olderUrl = url;
+  page.loadEarlier.hidden = !url;
+}
+
+// Loads the page before the oldest message shown (one load at a time).
+export function loadEarlier() {
+  if (!state.olderUrl) return Promise.resolve();
+  if (state.loadingOlder) return state.loadingOlder;
+  const threadId = state.thread.id;
+  page.loadEarlier.disabled = true;
+  state.loadingOlder = api
+    .threadMessages(state.olderUrl)
+    .then(({ items, next }) => {
+      if (state.thread?.id !== threadId) return;
+      const older = items.reverse();
+      for (const message of older) state.known.set(message.id, message);
+      prependConversation(older);
+      showOlder(next);
+    })
+    .finally(() => {
+      state.loadingOlder = null;
+      page.loadEarlier.disabled = false;
+    });
+  return state.loadingOlder;
+}
+
+// Loads earlier pages until message `id` is shown or the thread's start is reached (a link to #m-<id>).
+export async function revealMessage(id) {
+  while (!document.getElementById(`m-${id}`) && state.olderUrl) await loadEarlier();
+  return document.getElementById(`m-${id}`);
 }
 
 // Moves a thread that just got a message to the top of the list.
@@ -113,6 +150,11 @@ export function wireThreads() {
     if (event.key === "Escape") endRename();
   });
   page.renameForm.addEventListener("submit", saveRename);
+  const earlier = () => loadEarlier().catch((error) => toast(error.message, { kind: "error" }));
+  page.loadEarlier.addEventListener("click", earlier);
+  page.scroller.addEventListener("scroll", () => {
+    if (page.scroller.scrollTop < 200 && state.olderUrl) earlier();
+  });
   page.threadsToggle.addEventListener("click", () => {
     const open = page.threadsPanel.classList.toggle("open");
     page.threadsToggle.setAttribute("aria-expanded", String(open));
