@@ -5,6 +5,7 @@ import { api, messagesById } from "./api.js";
 import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
 import { roleTag } from "./model.js";
 import { importedBadge, importedCascadeNote } from "./imported.js";
+import { toolStepBadge, toolStepsNote } from "./tool-steps.js";
 import { followRewrites, progressText, redactionEditor, regenerateChoice, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel, modePicker, pathLabel } from "./ui.js";
 
@@ -63,6 +64,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   function render(found) {
     const seqOf = (id) => found.get(id)?.seq;
     const matched = new Set(deletion.matched);
+    const toolKinds = new Map((deletion.tool_steps || []).map((step) => [step.id, step.kind]));
     const items = ids.map((id) => {
       const message = found.get(id);
       const why = matched.has(id)
@@ -73,6 +75,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         { class: "ditem", dataset: { id } },
         el("span", { class: "seq" }, `#${message?.seq ?? "?"}`),
         roleTag(message?.role),
+        toolStepBadge(toolKinds.get(id)),
         el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || "(empty)" : "(no longer available)"),
         why,
       );
@@ -132,6 +135,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
       ),
       importedCascadeNote(deletion.imported_dependents?.length || 0),
+      toolStepsNote(toolKinds.size),
       list,
       more,
       form,
