@@ -70,6 +70,8 @@ def test_tool_steps_are_drawn_as_such_and_the_deletion_preview_names_them(open_p
     expect(legend).to_contain_text("tool result")
     expect(legend).to_contain_text("tool step")
     assert explorer(page, f"x.node({call.pk}).data('caption')") == f"#{call.seq} (tool call)"
+    screenshot(page, "graph-tool-steps")
+    page.screenshot(path="/tmp/graph-tool-steps.png")
 
     # Preview deleting the memory: the call, its result and the answer go, listed as tool steps.
     click_node(page, fact.pk)
@@ -85,13 +87,15 @@ def test_tool_steps_are_drawn_as_such_and_the_deletion_preview_names_them(open_p
     screenshot(page, "graph-tool-steps-preview")
     page.screenshot(path="/tmp/graph-tool-steps-preview.png")
 
-    # The deletion card a request opens (the link a /v1 client gets) says the same, and rewrites only "Noted.".
+    # The deletion card a request opens (the link a /v1 client gets) says the same; regenerating rewrites no tool
+    # step ("Noted." answered the fact itself, so it is not rewritten either).
     token = token_create(user=user)[1]
     with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Token {token}"}) as client:
         preview = client.post(
             "/api/deletions/", json={"select": {"ids": [fact.pk]}, "mode": "soft", "derived": "regenerate"}
         ).json()
-    assert preview["regenerate"] == [noted.pk]
+    assert [step["id"] for step in preview["tool_steps"]] == [call.pk, result.pk, answer.pk]
+    assert preview["regenerate"] == []
     page.goto(f"/?deletion={preview['id']}")
     card = page.get_by_role("group", name="Forget request")
     expect(card.locator(".ditem")).to_have_count(5)

@@ -68,15 +68,14 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     const items = ids.map((id) => {
       const message = found.get(id);
       const why = matched.has(id)
-        ? el("span", { class: "why" }, importedBadge(message), " matches your request")
-        : el("span", { class: "why" }, importedBadge(message), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
+        ? el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " matches your request")
+        : el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
       return el(
         "li",
         { class: "ditem", dataset: { id } },
         el("span", { class: "seq" }, `#${message?.seq ?? "?"}`),
         roleTag(message?.role),
-        toolStepBadge(toolKinds.get(id)),
-        el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || "(empty)" : "(no longer available)"),
+        el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || (toolKinds.get(id) === "call" ? "(tool call)" : "(empty)") : "(no longer available)"),
         why,
       );
     });
