@@ -239,7 +239,11 @@ def turn_run(
     the user's message it must be live for the reply to commit.
     Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
-    `on_running` is called once the turn is marked running.
+    `on_running` is called once the turn is marked running. A `/v1` turn may
+    have the client's tools (`chat.turn_tools`, read on every try) and may
+    answer tool results (`Turn.tool_call`: every step must still be live, else
+    the turn fails); its reply is then the model's tool calls, or text that
+    derives from the results (`_reply_commit`).
     Safe to run twice: a turn that is already done is returned unchanged, and
     of two runs racing (a redelivered task, the sweep) only one reply commits.
     """
@@ -266,7 +270,7 @@ def turn_run(
             if system is None:
                 return turn_fail(turn_id=turn.pk, error="The system prompt was deleted before the reply was ready.")
             instructions = {"system": system.content}
-        steps = tool_steps(turn=turn)
+        steps = turn_tool_steps(turn=turn)
         if steps is None:
             return turn_fail(turn_id=turn.pk, error="A tool call or its result was deleted before the reply was ready.")
         context = context_retrieve(
@@ -330,7 +334,7 @@ def _tools_possible(turn: Turn) -> bool:
     return turn.replaces is None and turn.deletion_id is None
 
 
-def tool_steps(*, turn: Turn) -> list[tuple[ToolStep, list[int]]] | None:
+def turn_tool_steps(*, turn: Turn) -> list[tuple[ToolStep, list[int]]] | None:
     """The tool steps a turn's reply follows, oldest first, each with its results' ids; None if one was removed.
 
     A turn that answers tool results names the call they answer
