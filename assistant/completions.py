@@ -40,6 +40,18 @@ with an edge to each reply it shaped, never retrieved as memory
 3. **The new turn.** The last message (role `user`) is stored and answered
    through the ordinary turn (chat/services.py), or, when it is a deletion
    request, previewed and never stored (the views do that).
+
+Tool steps hold positions like any message: a reply in which DeLLM's model
+called the client's tools (its `tool_calls`, compared with the client's copy
+id by id) and each `role: "tool"` result. When the transcript ends with
+results (`completion_tool_turn_start`), they answer the calls of the thread's
+last message, which must be a live reply of DeLLM's model with those calls
+(and the transcript must verifiably continue the thread up to it): they are
+stored deriving from that call (`chat.writer.tool_results_store`) and a turn
+answers them. Anything else (a call DeLLM did not make, or one that was
+forgotten) is refused with a 409 and nothing is stored: results for a
+forgotten call are never stored again. A replayed transcript brings no tool
+step back: a removed call or result is a removed position, dropped like any.
 """
 
 import logging
@@ -54,9 +66,9 @@ from django.db.models import QuerySet
 from chat.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
 from chat.quotas import chat_transcript_admit
-from chat.services import system_message_store, turn_create
-from chat.writer import Branch, Supplied, transcripts_store
-from dellm_site.errors import NotFound
+from chat.services import system_message_store, tool_results_turn_create, turn_create
+from chat.writer import Branch, SourcesRemoved, Supplied, transcripts_store
+from dellm_site.errors import Conflict, NotFound
 from dellm_site.locks import owner_lock
 
 logger = logging.getLogger(__name__)
@@ -72,11 +84,36 @@ MATCH_ANCHORS = 32
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One call of an assistant message's `tool_calls`: stored as {"id", "name", "arguments"}."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Said:
     """One non-system message of a client's transcript."""
 
     role: str
     text: str
+    # An assistant message's tool calls; a `tool` result's call id.
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+
+    def stored_calls(self) -> list[dict[str, str]] | None:
+        """`Message.tool_calls` for this message (None: it called no tool)."""
+        return [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls] or None
+
+    def same(self, role: str, content: str, tool_calls: list[dict[str, str]] | None, tool_call_id: str) -> bool:
+        """Is this the stored message with these fields (its text, its tool calls, the call it answers)?"""
+        return (role, content, tool_calls or None, tool_call_id) == (
+            self.role,
+            self.text,
+            self.stored_calls(),
+            self.tool_call_id,
+        )
 
 
 @dataclass
@@ -122,12 +159,14 @@ def _positioned(thread_id: int) -> QuerySet[Message]:
 
 def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     """Align `earlier` by position with the thread's stored messages (removed ones included)."""
-    stored = list(_positioned(thread.pk).order_by("seq").values_list("role", "status", "content"))
+    stored = list(
+        _positioned(thread.pk).order_by("seq").values_list("role", "status", "content", "tool_calls", "tool_call_id")
+    )
     alignment = Alignment()
-    for (role, status, content), said in zip(stored, earlier, strict=False):
+    for (role, status, content, calls, call_id), said in zip(stored, earlier, strict=False):
         if status not in Message.LIVE:
             alignment.removed += 1
-        elif role == said.role and content == said.text:
+        elif said.same(role, content, calls, call_id):
             alignment.matched += 1
         else:
             alignment.differing += 1
@@ -141,7 +180,7 @@ def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
         bool(stored)
         and len(earlier) >= len(stored)
         and stored[-1][1] in Message.LIVE
-        and (stored[-1][0], stored[-1][2]) == (earlier[len(stored) - 1].role, earlier[len(stored) - 1].text)
+        and earlier[len(stored) - 1].same(stored[-1][0], stored[-1][2], stored[-1][3], stored[-1][4])
         and alignment.differing == 0
     )
     if continues:
@@ -200,7 +239,10 @@ def thread_for_transcript(*, owner: User, thread_id: int | None, earlier: list[S
 
 
 def _embed(new: list[Said]) -> Sequence[list[float] | None]:
-    return get_embedder().embed([said.text for said in new]) if new else []
+    # A tool step is not memory (never retrieved): no vector.
+    memory = [said for said in new if said.role != "tool" and not said.tool_calls]
+    vectors = iter(get_embedder().embed([said.text for said in memory]) if memory else [])
+    return [None if said.role == "tool" or said.tool_calls else next(vectors) for said in new]
 
 
 def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said], system: str = "") -> Started:
@@ -259,7 +301,13 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
                         items=[
                             *Message.objects.filter(thread=thread).order_by("seq").values_list("pk", flat=True),
                             *(
-                                Supplied(role=said.role, content=said.text, embedding=vector)
+                                Supplied(
+                                    role=said.role,
+                                    content=said.text,
+                                    embedding=vector,
+                                    tool_calls=said.stored_calls(),
+                                    tool_call_id=said.tool_call_id,
+                                )
                                 for said, vector in zip(alignment.new, vectors, strict=True)
                             ),
                         ],
@@ -278,3 +326,69 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
         alignment.removed,
     )
     return Started(thread=thread, turn=turn, alignment=alignment, created_thread=created)
+
+
+TOOL_CALL_GONE = (
+    "These tool results answer no tool call DeLLM holds for this conversation (it was not made here, the "
+    "conversation went on, or it was deleted from DeLLM's memory): nothing was stored. Ask again."
+)
+
+
+def completion_tool_turn_start(
+    *, owner: User, thread_id: int | None, earlier: list[Said], results: list[Said], system: str = ""
+) -> Started:
+    """Store a client's tool results for the calls of the thread's last reply, and a pending turn to answer them.
+
+    The transcript must continue the thread up to that reply (it is its last
+    positioned message, live, with the very calls the client holds), and the
+    reply must be DeLLM's own (a turn's): its turn's question is what the new
+    turn answers. The results derive from the call
+    (`chat.services.tool_results_turn_create`). The same results sent again
+    (the answer failed and the client retries) are not stored twice: they
+    are found at their positions. Anything else is a Conflict (409) and
+    nothing is stored.
+    """
+    thread = thread_for_transcript(owner=owner, thread_id=thread_id, earlier=earlier)
+    if thread is None:
+        raise Conflict(TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"})
+    with transaction.atomic():
+        owner_lock(owner.pk)
+        stored = list(_positioned(thread.pk).order_by("seq"))
+        full = [*earlier, *results]
+        again = len(stored) == len(full) and all(
+            m.is_live and said.same(m.role, m.content, m.tool_calls, m.tool_call_id)
+            for m, said in zip(stored, full, strict=True)
+        )
+        alignment = transcript_align(thread=thread, earlier=earlier)
+        fits = (len(stored) == len(earlier) and alignment.matched == len(earlier) and not alignment.new) or again
+        call = stored[len(earlier) - 1] if fits and earlier else None
+        asked = Turn.objects.filter(reply_id=call.pk).first() if call is not None and call.tool_calls else None
+        if call is None or asked is None:
+            raise Conflict(TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"})
+        supplied = (
+            []
+            if again
+            else [Supplied(role=said.role, content=said.text, tool_call_id=said.tool_call_id) for said in results]
+        )
+        try:
+            turn = tool_results_turn_create(
+                call=call,
+                results=supplied,
+                question_id=asked.user_message_id,
+                policy=asked.policy,
+                system=system,
+            )
+        except SourcesRemoved:
+            raise Conflict(
+                TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"}
+            ) from None
+    alignment.matched = len(full) if again else alignment.matched
+    logger.info(
+        "completion turn %s in thread %s: %s tool results for call %s (%s)",
+        turn.pk,
+        thread.pk,
+        len(results),
+        call.pk,
+        "already stored" if again else "stored",
+    )
+    return Started(thread=thread, turn=turn, alignment=alignment, created_thread=False)

@@ -79,6 +79,8 @@ class Outcome:
     context: tuple[int, ...] = ()
     context_seqs: tuple[int, ...] = ()
     prompt_chars: int = 0
+    # The model called the client's tools: [{"id", "name", "arguments"}] (finish_reason "tool_calls").
+    tool_calls: tuple[dict[str, str], ...] = ()
 
 
 def turn_outcome(turn_id: int) -> Outcome | None:
@@ -93,7 +95,7 @@ def turn_outcome(turn_id: int) -> Outcome | None:
     # The memories: the question and the system prompt are not (the prompt's id is `dellm.system_message_id`).
     sources = list(
         turn.reply.in_edges.exclude(source_id=turn.user_message_id)
-        .exclude(signal=ContextEdge.Signal.SYSTEM)
+        .exclude(signal__in=[ContextEdge.Signal.SYSTEM, ContextEdge.Signal.TOOL])
         .order_by("rank")
         .annotate(chars=Length("source__content"))
         .values_list("source_id", "source__seq", "chars")
@@ -105,6 +107,7 @@ def turn_outcome(turn_id: int) -> Outcome | None:
         context=tuple(row[0] for row in sources),
         context_seqs=tuple(row[1] for row in sources),
         prompt_chars=len(turn.user_message.content) + sum(row[2] or 0 for row in sources),
+        tool_calls=tuple(turn.reply.tool_calls or ()),
     )
 
 
@@ -125,6 +128,8 @@ class Relay(Watch[Outcome | None]):
     """
 
     RESET_NOTE = "\n\n[DeLLM: memory changed while this reply was written; here it is again.]\n\n"
+    # Characters of a call's arguments per chunk: clients assemble the fragments, as from OpenAI.
+    ARGUMENT_FRAGMENT = 16
 
     def __init__(self, prepared: Prepared) -> None:
         self.prepared = prepared
@@ -175,7 +180,9 @@ class Relay(Watch[Outcome | None]):
                 out += self._text(outcome.text)
             elif rest:
                 out += self._text(rest)
-        out.append(self._chunk(delta={}, finish_reason="stop", dellm=_dellm(self.prepared, outcome)))
+        out += self._tool_calls(outcome)
+        finish = "tool_calls" if outcome.tool_calls else "stop"
+        out.append(self._chunk(delta={}, finish_reason=finish, dellm=_dellm(self.prepared, outcome)))
         if self.prepared.request.include_usage:
             out.append(
                 chunk(
@@ -187,6 +194,20 @@ class Relay(Watch[Outcome | None]):
                 )
             )
         out.append(DONE)
+        return out
+
+    def _tool_calls(self, outcome: Outcome) -> list[str]:
+        """The reply's tool calls as OpenAI streams them: per call, its index, id and name, then its arguments
+        in fragments. Sent once the call is stored: a client never runs a tool for a call DeLLM dropped."""
+        out = []
+        for index, call in enumerate(outcome.tool_calls):
+            function = {"name": call["name"], "arguments": ""}
+            opening = {"index": index, "id": call["id"], "type": "function", "function": function}
+            out.append(self._chunk(delta={"tool_calls": [opening]}))
+            arguments = call["arguments"]
+            for start in range(0, len(arguments), self.ARGUMENT_FRAGMENT):
+                fragment = arguments[start : start + self.ARGUMENT_FRAGMENT]
+                out.append(self._chunk(delta={"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}))
         return out
 
     def timeout(self) -> list[str]:
@@ -366,5 +387,6 @@ def completion_response(prepared: Prepared, outcome: Outcome | None) -> HttpResp
         text=outcome.text,
         dellm=_dellm(prepared, outcome),
         usage=_usage(prepared, outcome),
+        tool_calls=list(outcome.tool_calls),
     )
     return turn_headers(JsonResponse(body), prepared, outcome)

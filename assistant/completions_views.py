@@ -62,6 +62,7 @@ from assistant.completions_wire import (
 from chat import services
 from chat.models import Message
 from chat.streams import channel
+from chat.turn_tools import turn_tools_put
 from dellm_site.errors import DomainError
 from dellm_site.event_streams import (
     StreamRefused,
@@ -252,6 +253,14 @@ def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Compl
     )
 
 
+def _trailing_results(conversation: list[completions.Said]) -> list[completions.Said]:
+    """The `tool` messages that end the conversation (the wire format checked they answer the calls before them)."""
+    start = len(conversation)
+    while start > 0 and conversation[start - 1].role == "tool":
+        start -= 1
+    return conversation[start:]
+
+
 def _admit(http: HttpRequest) -> tuple[User, CompletionRequest]:
     """Authenticate, throttle and validate; nothing is stored yet. Raises CompletionError."""
     drf_request, owner = _user(http)
@@ -265,11 +274,22 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
     conversation = [*_without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
     last = conversation[-1]
     try:
-        if parse_deletion_request(last.text) is not None:
+        if last.role == "tool":
+            # The client's tool results for the calls before them: a turn answers them (docs/OPENAI.md).
+            results = _trailing_results(conversation)
+            started = completions.completion_tool_turn_start(
+                owner=owner,
+                thread_id=parsed.thread_id,
+                earlier=conversation[: -len(results)],
+                results=results,
+                system=parsed.system,
+            )
+        elif parse_deletion_request(last.text) is not None:
             return _deletion_answer(http, owner=owner, text=last.text, parsed=parsed)
-        started = completions.completion_turn_start(
-            owner=owner, thread_id=parsed.thread_id, conversation=conversation, system=parsed.system
-        )
+        else:
+            started = completions.completion_turn_start(
+                owner=owner, thread_id=parsed.thread_id, conversation=conversation, system=parsed.system
+            )
     except DomainError as exc:
         raise _domain_error(exc) from None
     return Prepared(
@@ -303,6 +323,9 @@ async def _stream_slot(owner_id: int) -> StreamSlot:
 def _enqueue(prepared: Prepared) -> None:
     from chat.tasks import turn_run_task
 
+    if prepared.request.tools is not None:
+        # Held for the worker while the turn runs, never in the task payload (chat/turn_tools.py).
+        turn_tools_put(turn_id=prepared.turn, offer=prepared.request.tools)
     turn_run_task.delay(turn_id=prepared.turn)
 
 

@@ -3,17 +3,22 @@
 Field names follow OpenAI's chat completions API. DeLLM adds one field, `dellm`,
 on a completion and on the last chunk of a stream (docs: "OpenAI-compatible
 endpoint"). Validation is OpenAI's: unknown fields are ignored, what DeLLM
-cannot honour (several choices, tools, images, audio, structured output) is a
-400 naming the parameter, never silently dropped.
+cannot honour (several choices, legacy `functions`, images, audio, structured
+output) is a 400 naming the parameter, never silently dropped. Tools
+(`tools`, `tool_choice`, `parallel_tool_calls`, assistant `tool_calls` and
+`role: "tool"` results) are checked as strictly as OpenAI checks them
+(docs/OPENAI.md, "Tool calls").
 """
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from assistant.completions import Said
+from assistant.completions import Said, ToolCall
+from chat.llm import ToolOffer
 from dellm_site.event_streams import EventStreamRenderer, StreamRefused
 
 # Roles whose text is an instruction, not conversation: joined into one stored system prompt (never memory).
@@ -23,10 +28,8 @@ CONVERSATION_ROLES = ("user", "assistant")
 MAX_MESSAGES = 1000
 # Parameters that ask for something DeLLM does not do; a non-empty value is refused.
 UNSUPPORTED = {
-    "tools": "Tools (function calling) are not supported by DeLLM.",
-    "functions": "Function calling is not supported by DeLLM.",
-    "tool_choice": "Tools (function calling) are not supported by DeLLM.",
-    "function_call": "Function calling is not supported by DeLLM.",
+    "functions": "The legacy 'functions' parameter is not supported by DeLLM: send 'tools'.",
+    "function_call": "The legacy 'function_call' parameter is not supported by DeLLM: send 'tool_choice'.",
     "audio": "Audio output is not supported by DeLLM.",
     "prediction": "Predicted outputs are not supported by DeLLM.",
 }
@@ -72,6 +75,14 @@ def stream_refusal(refused: StreamRefused) -> CompletionError:
     )
 
 
+# OpenAI's limits: at most 128 tools, a function name of 1-64 letters, digits, `_` and `-`.
+MAX_TOOLS = 128
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# Message.tool_call_id's column.
+MAX_TOOL_CALL_ID = 200
+TOOL_CHOICES = ("none", "auto", "required")
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
     model: str
@@ -80,6 +91,8 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     thread_id: int | None
+    # The client's tools, passed upstream for this turn only (chat/turn_tools.py); None: none offered.
+    tools: ToolOffer | None = None
 
 
 def model_ids() -> list[str]:
@@ -131,6 +144,134 @@ def _thread_id(raw: object, param: str) -> int | None:
     return int(text)
 
 
+def _tools(body: dict) -> ToolOffer | None:
+    """`tools`, `tool_choice` and `parallel_tool_calls`, validated as OpenAI does; None when no tool is offered."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise CompletionError("'parallel_tool_calls' must be a boolean.", param="parallel_tool_calls")
+    if tools is None or tools == []:
+        if choice not in (None, "none"):
+            raise CompletionError("'tool_choice' is only allowed when 'tools' are specified.", param="tool_choice")
+        return None
+    if not isinstance(tools, list):
+        raise CompletionError("'tools' must be an array of tool objects.", param="tools")
+    if len(tools) > MAX_TOOLS:
+        raise CompletionError(f"At most {MAX_TOOLS} tools per request.", param="tools", code="array_above_max_length")
+    names: list[str] = []
+    for index, tool in enumerate(tools):
+        param = f"tools[{index}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise CompletionError("Each tool must be an object with type 'function'.", param=f"{param}.type")
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise CompletionError("A function tool needs a 'function' object.", param=f"{param}.function")
+        name = function.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise CompletionError(
+                "A function's name is 1 to 64 letters, digits, underscores or dashes.",
+                param=f"{param}.function.name",
+                code="invalid_value",
+            )
+        if name in names:
+            raise CompletionError(f"Duplicate function name {name!r}.", param=f"{param}.function.name")
+        names.append(name)
+        if "description" in function and not isinstance(function["description"], str):
+            raise CompletionError("A function's description must be a string.", param=f"{param}.function.description")
+        if "parameters" in function and not isinstance(function["parameters"], dict):
+            raise CompletionError(
+                "A function's parameters must be a JSON Schema object.", param=f"{param}.function.parameters"
+            )
+        if "strict" in function and not isinstance(function["strict"], bool | None):
+            raise CompletionError("'strict' must be a boolean.", param=f"{param}.function.strict")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        named = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or not isinstance(named, str):
+            raise CompletionError(
+                '\'tool_choice\' must be none, auto, required or {"type": "function", "function": {"name": ...}}.',
+                param="tool_choice",
+            )
+        if named not in names:
+            raise CompletionError(f"'tool_choice' names {named!r}, which is not in 'tools'.", param="tool_choice")
+    elif choice is not None and choice not in TOOL_CHOICES:
+        raise CompletionError(
+            "'tool_choice' must be none, auto, required or an object naming a function.", param="tool_choice"
+        )
+    return ToolOffer(tools=tools, choice=choice, parallel=parallel)
+
+
+def _tool_calls(raw: object, param: str) -> tuple[ToolCall, ...]:
+    """An assistant message's `tool_calls`: [{"id", "type": "function", "function": {"name", "arguments"}}]."""
+    if not isinstance(raw, list) or not raw:
+        raise CompletionError("'tool_calls' must be a non-empty array.", param=param)
+    calls: list[ToolCall] = []
+    for index, call in enumerate(raw):
+        at = f"{param}[{index}]"
+        if not isinstance(call, dict) or call.get("type", "function") != "function":
+            raise CompletionError("Each tool call must be an object with type 'function'.", param=f"{at}.type")
+        call_id, function = call.get("id"), call.get("function")
+        if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_TOOL_CALL_ID:
+            raise CompletionError(f"A tool call needs an 'id' of 1 to {MAX_TOOL_CALL_ID} characters.", param=f"{at}.id")
+        if not isinstance(function, dict):
+            raise CompletionError("A tool call needs a 'function' object.", param=f"{at}.function")
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise CompletionError(
+                "A function's name is 1 to 64 letters, digits, underscores or dashes.", param=f"{at}.function.name"
+            )
+        if not isinstance(arguments, str):
+            raise CompletionError(
+                "A tool call's 'arguments' must be a string (JSON).", param=f"{at}.function.arguments"
+            )
+        for value, where in ((call_id, f"{at}.id"), (arguments, f"{at}.function.arguments")):
+            _storable(value, where)
+        if any(known.id == call_id for known in calls):
+            raise CompletionError(f"Duplicate tool call id {call_id!r}.", param=f"{at}.id")
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    if sum(len(call.arguments) for call in calls) > settings.DELLM_MAX_MESSAGE_CHARS:
+        raise CompletionError(
+            f"A message's tool call arguments have at most {settings.DELLM_MAX_MESSAGE_CHARS} characters.",
+            param=param,
+            code="string_above_max_length",
+        )
+    return tuple(calls)
+
+
+def _tool_order(conversation: list[Said], indexes: list[int]) -> None:
+    """OpenAI's rule: a `tool` message answers a call of the assistant message just before the tool messages,
+    each call is answered once, and every call is answered before the conversation goes on."""
+    open_calls: list[str] = []
+    answered: set[str] = set()
+    for said, index in zip(conversation, indexes, strict=True):
+        if said.role == "tool":
+            if said.tool_call_id not in open_calls or said.tool_call_id in answered:
+                raise CompletionError(
+                    "Messages with role 'tool' must be a response to a preceding message with 'tool_calls' "
+                    "(one per 'tool_call_id').",
+                    param=f"messages[{index}].tool_call_id",
+                )
+            answered.add(said.tool_call_id)
+            continue
+        missing = [call for call in open_calls if call not in answered]
+        if missing:
+            raise CompletionError(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(missing)}",
+                param=f"messages[{index}].role",
+            )
+        open_calls = [call.id for call in said.tool_calls]
+        answered = set()
+    missing = [call for call in open_calls if call not in answered]
+    if missing:
+        raise CompletionError(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(missing)}",
+            param="messages",
+        )
+
+
 def completion_request_parse(body: object, *, thread_header: str | None) -> CompletionRequest:
     """Validate a chat completion request the way OpenAI does; raise CompletionError (400/404)."""
     if not isinstance(body, dict):
@@ -163,26 +304,44 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
     if options is not None and not stream:
         raise CompletionError("'stream_options' is only allowed when 'stream' is true.", param="stream_options")
     include_usage = bool((options or {}).get("include_usage", False))
+    tools = _tools(body)
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise CompletionError("'metadata' must be an object.", param="metadata")
 
     system: list[str] = []
     conversation: list[Said] = []
+    # Each conversation message's index in `messages` (for the param of an error).
+    indexes: list[int] = []
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         if not isinstance(message, dict):
             raise CompletionError("Each message must be an object with a role and content.", param=param)
         role = message.get("role")
-        if role in ("tool", "function") or message.get("tool_calls") or message.get("function_call"):
-            raise CompletionError(UNSUPPORTED["tools"], param=f"{param}.role", code="unsupported_parameter")
-        if role not in (*SYSTEM_ROLES, *CONVERSATION_ROLES):
+        if role == "function" or message.get("function_call"):
+            raise CompletionError(UNSUPPORTED["functions"], param=f"{param}.role", code="unsupported_parameter")
+        if role not in (*SYSTEM_ROLES, *CONVERSATION_ROLES, "tool"):
             raise CompletionError(
-                f"Invalid role {role!r}: expected one of system, developer, user, assistant.", param=f"{param}.role"
+                f"Invalid role {role!r}: expected one of system, developer, user, assistant, tool.",
+                param=f"{param}.role",
             )
-        if "content" not in message:
+        calls: tuple[ToolCall, ...] = ()
+        if message.get("tool_calls") is not None:
+            if role != "assistant":
+                raise CompletionError("Only an assistant message has 'tool_calls'.", param=f"{param}.tool_calls")
+            calls = _tool_calls(message["tool_calls"], f"{param}.tool_calls")
+        call_id = ""
+        if role == "tool":
+            call_id = message.get("tool_call_id")  # type: ignore[assignment]
+            if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_TOOL_CALL_ID:
+                raise CompletionError(
+                    f"A tool message needs a 'tool_call_id' of 1 to {MAX_TOOL_CALL_ID} characters.",
+                    param=f"{param}.tool_call_id",
+                )
+            _storable(call_id, f"{param}.tool_call_id")
+        if "content" not in message and not calls:
             raise CompletionError("Each message needs a 'content'.", param=f"{param}.content")
-        text = _text(message["content"], f"{param}.content", role)
+        text = _text(message.get("content"), f"{param}.content", role)
         _storable(text, f"{param}.content")
         if len(text) > settings.DELLM_MAX_MESSAGE_CHARS:
             raise CompletionError(
@@ -192,10 +351,16 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
             )
         if role in SYSTEM_ROLES:
             system.append(text)
-        elif text.strip():
-            conversation.append(Said(role=role, text=text))
-    if not conversation or conversation[-1].role != "user":
-        raise CompletionError("The last message must be a user message with some text.", param="messages")
+        elif text.strip() or calls or role == "tool":
+            # A tool step holds its position even without text: the client sent it, the thread stores it.
+            conversation.append(Said(role=role, text=text, tool_calls=calls, tool_call_id=call_id))
+            indexes.append(index)
+    _tool_order(conversation, indexes)
+    if not conversation or conversation[-1].role not in ("user", "tool"):
+        raise CompletionError(
+            "The last message must be a user message with some text, or the results of the tool calls before it.",
+            param="messages",
+        )
     instructions = "\n\n".join(text for text in system if text.strip())
     # Stored as one message of the thread (chat.services.turn_create), so bounded like one.
     if len(instructions) > settings.DELLM_MAX_MESSAGE_CHARS:
@@ -222,6 +387,7 @@ def completion_request_parse(body: object, *, thread_header: str | None) -> Comp
         stream=bool(stream),
         include_usage=include_usage,
         thread_id=thread_id,
+        tools=tools,
     )
 
 
@@ -243,7 +409,21 @@ def completion_id(turn_id: int | None, deletion_id: int | None = None) -> str:
     return f"chatcmpl-dellm-turn-{turn_id}" if turn_id is not None else f"chatcmpl-dellm-deletion-{deletion_id}"
 
 
-def completion(*, id: str, model: str, text: str, dellm: dict, usage: dict) -> dict[str, Any]:
+def wire_tool_calls(calls: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Stored tool calls ([{"id", "name", "arguments"}]) in OpenAI's shape."""
+    return [
+        {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+        for call in calls
+    ]
+
+
+def completion(
+    *, id: str, model: str, text: str, dellm: dict, usage: dict, tool_calls: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if tool_calls:
+        message["content"] = text or None
+        message["tool_calls"] = wire_tool_calls(tool_calls)
     return {
         "id": id,
         "object": "chat.completion",
@@ -252,9 +432,9 @@ def completion(*, id: str, model: str, text: str, dellm: dict, usage: dict) -> d
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": message,
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": "tool_calls" if tool_calls else "stop",
             }
         ],
         "usage": usage,

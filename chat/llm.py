@@ -7,10 +7,10 @@ no network) and `openai` (any OpenAI-compatible endpoint).
 
 import functools
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -36,6 +36,33 @@ class ContextItem:
     # Which signal brought it into the context: vector, lexical or both;
     # "" when it came by position (window, full), not relevance.
     signal: str = ""
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """A `/v1` client's tools for one turn, as it sent them: passed upstream, never stored (chat/turn_tools.py)."""
+
+    tools: list[dict]
+    choice: object = None
+    parallel: bool | None = None
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """A reply of the model that called tools and the client's results for it, in the order they came."""
+
+    text: str
+    calls: list[dict[str, str]]
+    # (tool_call_id, the result's text)
+    results: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the model answered: text, or tool calls [{"id", "name", "arguments"}] (with any text it said)."""
+
+    text: str
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
 
 
 def build_prompt(context: list[ContextItem], user_message: str) -> str:
@@ -110,6 +137,26 @@ class OfflineResponder:
         text = self.complete(context=context, user_message=user_message, system=system)
         yield from re.findall(r"\S+\s*", text)
 
+    def answer(
+        self,
+        *,
+        context: list[ContextItem],
+        user_message: str,
+        system: str = "",
+        offer: ToolOffer | None = None,
+        steps: list[ToolStep] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Never a tool call: the offline responder answers the question in text, whatever tools are offered
+        (and a tool result changes nothing: it quotes memories, not tools' output)."""
+        if on_token is None:
+            return Answer(text=self.complete(context=context, user_message=user_message, system=system))
+        parts = []
+        for token in self.stream(context=context, user_message=user_message, system=system):
+            parts.append(token)
+            on_token(token)
+        return Answer(text="".join(parts))
+
 
 def openai_client() -> "openai.OpenAI":
     import openai
@@ -154,6 +201,72 @@ class OpenAIResponder:
             {"role": "user", "content": build_prompt(context, user_message)},
         ]
 
+    def answer(
+        self,
+        *,
+        context: list[ContextItem],
+        user_message: str,
+        system: str = "",
+        offer: ToolOffer | None = None,
+        steps: list[ToolStep] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """The model's answer with the client's tools offered and the tool steps so far after the prompt.
+
+        Streamed (`on_token` gets the text as it comes) or not; tool calls are
+        gathered from their fragments and returned whole.
+        """
+        import openai
+
+        messages = [*self._messages(context, user_message, system), *_step_messages(steps or [])]
+        options: dict[str, Any] = {}
+        if offer is not None:
+            options["tools"] = offer.tools
+            if offer.choice is not None:
+                options["tool_choice"] = offer.choice
+            if offer.parallel is not None:
+                options["parallel_tool_calls"] = offer.parallel
+        try:
+            if on_token is None:
+                response = self._client.chat.completions.create(
+                    model=settings.DELLM_CHAT_MODEL,
+                    messages=messages,
+                    **options,
+                )
+                if not response.choices:
+                    raise UpstreamFailed("The language model returned no answer.", transient=True)
+                message = response.choices[0].message
+                calls = [
+                    {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
+                    for call in message.tool_calls or []
+                    if call.type == "function"
+                ]
+                return Answer(text=message.content or "", tool_calls=calls)
+            parts: list[str] = []
+            gathered: dict[int, dict[str, str]] = {}
+            chunks = self._client.chat.completions.create(
+                model=settings.DELLM_CHAT_MODEL,
+                messages=messages,
+                stream=True,
+                **options,
+            )
+            for chunk in chunks:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    parts.append(delta.content)
+                    on_token(delta.content)
+                for fragment in delta.tool_calls or []:
+                    call = gathered.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+                    call["id"] = fragment.id or call["id"]
+                    if fragment.function is not None:
+                        call["name"] += fragment.function.name or ""
+                        call["arguments"] += fragment.function.arguments or ""
+            return Answer(text="".join(parts), tool_calls=[gathered[index] for index in sorted(gathered)])
+        except openai.OpenAIError as exc:
+            raise upstream_error(exc) from exc
+
     def complete(self, *, context: list[ContextItem], user_message: str, system: str = "") -> str:
         import openai
 
@@ -179,6 +292,28 @@ class OpenAIResponder:
                     yield chunk.choices[0].delta.content
         except openai.OpenAIError as exc:
             raise upstream_error(exc) from exc
+
+
+def _step_messages(steps: list[ToolStep]) -> list["ChatCompletionMessageParam"]:
+    """The tool steps as OpenAI messages: the model's call, then the client's results."""
+    messages: list[ChatCompletionMessageParam] = []
+    for step in steps:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": step.text or None,
+                "tool_calls": [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]},
+                    }
+                    for call in step.calls
+                ],
+            }
+        )
+        messages += [{"role": "tool", "tool_call_id": call_id, "content": text} for call_id, text in step.results]
+    return messages
 
 
 @functools.cache

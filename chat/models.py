@@ -46,6 +46,10 @@ class Message(models.Model):
         # stored nodes: an input of the replies it shaped (an edge to each),
         # never retrieved as memory (chat/retrieval.py, chat/selectors.py).
         SYSTEM = "system"
+        # A `/v1` client's tool result (its tool's output for one call of a
+        # reply's `tool_calls`): derives from that call (a `tool` edge), never
+        # retrieved as memory (docs/OPENAI.md, "Tool calls").
+        TOOL = "tool"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -97,6 +101,12 @@ class Message(models.Model):
     imported_from = models.CharField(max_length=16, blank=True, default="", db_default="")
     source_id = models.CharField(max_length=200, blank=True, default="", db_default="")
     source_created_at = models.DateTimeField(null=True, blank=True)
+    # A reply in which the model called the client's tools: [{"id", "name",
+    # "arguments"}] (the model's words, so text: emptied by a purge like
+    # `content`). Null for every other message. A `tool` message names the
+    # call it answers in `tool_call_id` (the model's id for it, text too).
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["seq"]
@@ -160,6 +170,10 @@ class Turn(models.Model):
     # here (never carried in the task payload) and committed with an edge to
     # the reply. Null for every other turn.
     system_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A turn that answers a client's tool results: the reply (with
+    # `tool_calls`) whose results it was sent. The results are the `tool`
+    # messages with a `tool` edge from it; the reply derives from them.
+    tool_call = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -198,6 +212,10 @@ class ContextEdge(models.Model):
         TRANSCRIPT = "transcript"
         # `source` is the system prompt the reply was generated under.
         SYSTEM = "system"
+        # A tool step: `source` is a reply's tool call and `target` the
+        # client's result for it, or `source` is a result and `target` the
+        # reply that used it.
+        TOOL = "tool"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).

@@ -39,6 +39,8 @@ from chat.vector_indexes import embedding_cast
 LIVE = [str(s) for s in Message.LIVE]
 # A system prompt is an input of the replies it shaped, never a memory: no query here returns one.
 SYSTEM = str(Message.Role.SYSTEM)
+# Nor is a tool step (a reply's tool calls, a client's tool result): it is provenance, not memory (docs/OPENAI.md).
+TOOL = str(Message.Role.TOOL)
 
 # Candidates each signal contributes before fusion.
 CANDIDATES = 40
@@ -186,6 +188,7 @@ vec AS MATERIALIZED (
     SELECT id, seq, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM chat_message
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s AND role <> %(system)s
+      AND role <> %(tool)s AND tool_calls IS NULL
       AND embedding IS NOT NULL AND embedding_model = %(model)s AND %(query)s::vector IS NOT NULL
     ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
@@ -201,6 +204,7 @@ terms AS MATERIALIZED (
            (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE %(has_terms)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s
+      AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 ), lexscored AS MATERIALIZED (
     -- The owner filter is applied here, past the CTE's fence, and not in
@@ -284,6 +288,7 @@ def hybrid_retrieve(
         "owner": owner_id,
         "live": LIVE,
         "system": SYSTEM,
+        "tool": TOOL,
         "exclude": exclude_id,
         "query": query,
         "model": model,
@@ -327,6 +332,7 @@ WITH terms AS MATERIALIZED (
     SELECT m.id, m.owner_id, (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE m.status = ANY(%(live)s) AND NOT (m.id = ANY(%(exclude)s)) AND m.role <> %(system)s
+      AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 )
 SELECT id FROM matches WHERE owner_id = %(owner)s AND matched / %(mass)s::float8 >= %(floor)s::float8
@@ -341,6 +347,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
         "owner": owner_id,
         "live": LIVE,
         "system": SYSTEM,
+        "tool": TOOL,
         "exclude": sorted(exclude),
         "lexemes": terms.lexemes,
         "idf": terms.idf,

@@ -34,6 +34,7 @@ WITH candidates AS MATERIALIZED (
     SELECT id, seq, role, content, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s AND role <> %(system)s
+      AND role <> %(tool)s AND tool_calls IS NULL
       AND embedding IS NOT NULL AND embedding_model = %(model)s
     ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
@@ -58,6 +59,7 @@ SELECT id, seq, role, content,
        AS score
 FROM {_MESSAGES}
 WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s AND role <> %(system)s
+  AND role <> %(tool)s AND tool_calls IS NULL
 ORDER BY seq DESC
 LIMIT %(limit)s
 """
@@ -108,6 +110,7 @@ def context_retrieve(
         "owner": message.owner_id,
         "live": LIVE_STATUSES,
         "system": str(Message.Role.SYSTEM),
+        "tool": str(Message.Role.TOOL),
         "model": message.embedding_model,
     }
     if policy == "vector":

@@ -1,7 +1,7 @@
 """Writes to the message store: threads, messages, and chat turns."""
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -11,12 +11,21 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from chat.embeddings import embed_one
-from chat.llm import ContextItem, get_responder
+from chat.llm import Answer, ContextItem, ToolStep, get_responder
 from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread, Turn
 from chat.selectors import context_retrieve
 from chat.source_keys import source_key_digest
 from chat.tasks import turn_run_task
-from chat.writer import Source, SourcesRemoved, message_embedding_set, message_store, messages_source_keys_digest
+from chat.turn_tools import turn_tools_get
+from chat.writer import (
+    Source,
+    SourcesRemoved,
+    Supplied,
+    message_embedding_set,
+    message_store,
+    messages_source_keys_digest,
+    tool_results_store,
+)
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
 
@@ -148,14 +157,24 @@ def _place_of(message_id: int | None) -> int | None:
     return None if row is None else row[0] or row[1]
 
 
-def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embedding: list[float] | None) -> Message:
+def _reply_commit(
+    *,
+    turn: Turn,
+    context: list[ContextItem],
+    text: str,
+    embedding: list[float] | None,
+    tool_calls: list[dict[str, str]] | None = None,
+    results: Sequence[int] = (),
+) -> Message:
     """Commit a reply and its edges only if the whole context is still live.
 
     Runs under the owner's lock, the same one deletion execution takes, and
     the writer (`chat.writer.message_store`) refuses a reply whose context is
     no longer live: a deletion either finishes before that check (and the
     context is rebuilt) or starts after the reply exists (and its Dep
-    includes the reply). That is I1.
+    includes the reply). That is I1. A reply that calls tools carries its
+    `tool_calls`; one written after tool results (`results`: their ids, in
+    the order the model saw them) gets a `tool` edge from each.
     """
     user_message = turn.user_message
     with transaction.atomic():
@@ -185,9 +204,14 @@ def _reply_commit(*, turn: Turn, context: list[ContextItem], text: str, embeddin
                         if system_id
                         else []
                     ),
+                    *(
+                        Source(id=result, rank=len(context) + 2 + number, score=1.0, signal=ContextEdge.Signal.TOOL)
+                        for number, result in enumerate(results)
+                    ),
                 ],
                 replaces=turn.replaces,
                 place=_place_of(turn.replaces),
+                tool_calls=tool_calls or None,
             )
         except SourcesRemoved:
             raise _ContextChanged from None
@@ -215,7 +239,11 @@ def turn_run(
     the user's message it must be live for the reply to commit.
     Upstream errors propagate to the
     caller (the Celery task decides whether to retry); the turn stays running.
-    `on_running` is called once the turn is marked running.
+    `on_running` is called once the turn is marked running. A `/v1` turn may
+    have the client's tools (`chat.turn_tools`, read on every try) and may
+    answer tool results (`Turn.tool_call`: every step must still be live, else
+    the turn fails); its reply is then the model's tool calls, or text that
+    derives from the results (`_reply_commit`).
     Safe to run twice: a turn that is already done is returned unchanged, and
     of two runs racing (a redelivered task, the sweep) only one reply commits.
     """
@@ -242,6 +270,9 @@ def turn_run(
             if system is None:
                 return turn_fail(turn_id=turn.pk, error="The system prompt was deleted before the reply was ready.")
             instructions = {"system": system.content}
+        steps = turn_tool_steps(turn=turn)
+        if steps is None:
+            return turn_fail(turn_id=turn.pk, error="A tool call or its result was deleted before the reply was ready.")
         context = context_retrieve(
             message=message,
             policy=turn.policy,
@@ -249,18 +280,38 @@ def turn_run(
             threshold=settings.DELLM_CONTEXT_THRESHOLD,
             window=settings.DELLM_CONTEXT_WINDOW,
         )
-        if on_token is None:
-            text = responder.complete(context=context, user_message=message.content, **instructions)
+        offer = turn_tools_get(turn_id=turn.pk) if _tools_possible(turn) else None
+        if offer is None and not steps:
+            if on_token is None:
+                answer = Answer(text=responder.complete(context=context, user_message=message.content, **instructions))
+            else:
+                parts = []
+                for token in responder.stream(context=context, user_message=message.content, **instructions):
+                    parts.append(token)
+                    on_token(token)
+                answer = Answer(text="".join(parts))
         else:
-            parts = []
-            for token in responder.stream(context=context, user_message=message.content, **instructions):
-                parts.append(token)
-                on_token(token)
-            text = "".join(parts)
-        if not text.strip():
+            answer = responder.answer(
+                context=context,
+                user_message=message.content,
+                offer=offer,
+                steps=[step for step, _ in steps],
+                on_token=on_token,
+                **instructions,
+            )
+        text = answer.text
+        if not text.strip() and not answer.tool_calls:
             text = "(The model returned an empty reply.)"
         try:
-            _reply_commit(turn=turn, context=context, text=text, embedding=embed_one(text))
+            _reply_commit(
+                turn=turn,
+                context=context,
+                text=text,
+                # A tool call is not memory: never embedded, never retrieved (chat/retrieval.py).
+                embedding=None if answer.tool_calls else embed_one(text),
+                tool_calls=answer.tool_calls,
+                results=[pk for _, ids in steps for pk in ids],
+            )
         except _AlreadyFinished:
             logger.info("turn %s: finished by another run; this reply is dropped", turn.pk)
             return Turn.objects.filter(pk=turn.pk).first()
@@ -276,6 +327,68 @@ def turn_run(
         turn.refresh_from_db()
         return turn
     return turn_fail(turn_id=turn.pk, error="Memory kept changing while the reply was generated; please retry.")
+
+
+def _tools_possible(turn: Turn) -> bool:
+    """Only a `/v1` turn can have been offered tools: a regeneration turn never is (it is deleted instead)."""
+    return turn.replaces is None and turn.deletion_id is None
+
+
+def turn_tool_steps(*, turn: Turn) -> list[tuple[ToolStep, list[int]]] | None:
+    """The tool steps a turn's reply follows, oldest first, each with its results' ids; None if one was removed.
+
+    A turn that answers tool results names the call they answer
+    (`Turn.tool_call`); that call is the reply of an earlier turn, which may
+    itself answer the results of an earlier call: the model sees them all.
+    """
+    steps: list[tuple[ToolStep, list[int]]] = []
+    call_id = turn.tool_call_id
+    seen: set[int] = set()
+    while call_id is not None and call_id not in seen:
+        seen.add(call_id)
+        call = Message.objects.filter(pk=call_id, status__in=Message.LIVE).first()
+        if call is None:
+            return None
+        results = list(
+            Message.objects.filter(in_edges__source_id=call.pk, in_edges__signal=ContextEdge.Signal.TOOL)
+            .order_by("seq")
+            .values_list("pk", "status", "tool_call_id", "content")
+        )
+        if not results or any(status not in Message.LIVE for _, status, _, _ in results):
+            return None
+        step = ToolStep(
+            text=call.content,
+            calls=list(call.tool_calls or []),
+            results=[(tool_call_id, content) for _, _, tool_call_id, content in results],
+        )
+        steps.insert(0, (step, [pk for pk, _, _, _ in results]))
+        call_id = Turn.objects.filter(reply_id=call.pk).values_list("tool_call_id", flat=True).first()
+    return steps
+
+
+def tool_results_turn_create(
+    *, call: Message, results: list[Supplied], question_id: int, policy: str, system: str = ""
+) -> Turn:
+    """Store a client's results for the tool calls of reply `call` and a pending turn to answer them.
+
+    In one transaction: the system prompt (as `turn_create`), the results
+    (`chat.writer.tool_results_store`: each derives from the call; none if
+    `results` is empty, when they are stored already), then the turn: it
+    answers `question_id` (the user message the call's turn answered) after
+    the call's results (`Turn.tool_call`). Not enqueued (the endpoint enqueues
+    it once it listens). Raises SourcesRemoved if the call is no longer live.
+    """
+    with transaction.atomic():
+        system_message = system_message_store(thread=call.thread, text=system) if system.strip() else None
+        if results:
+            tool_results_store(owner_id=call.owner_id, call_id=call.pk, results=results)
+        return Turn.objects.create(
+            owner_id=call.owner_id,
+            user_message_id=question_id,
+            policy=policy,
+            system_message=system_message,
+            tool_call=call,
+        )
 
 
 def regeneration_turns_create(*, owner_id: int, deletion_id: int, rewrites: list[tuple[int, int, str]]) -> list[int]:

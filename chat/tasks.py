@@ -29,6 +29,7 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
     only once (the turn leaves pending/running when it commits).
     """
     from chat.services import turn_fail, turn_run
+    from chat.turn_tools import turn_tools_drop
 
     try:
         turn_run(
@@ -37,6 +38,8 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
             on_running=lambda: turn_publish(turn_id, "status", {"status": "running"}),
         )
+        # Done or failed for good: a `/v1` client's tools are needed no longer (chat/turn_tools.py).
+        turn_tools_drop(turn_id=turn_id)
     except DATABASE_TRANSIENT as exc:
         # The turn cannot even be marked failed now; past its retries the sweep re-runs or fails it.
         database_retry(self, exc, what=f"turn {turn_id}")
@@ -47,9 +50,11 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
             turn_publish(turn_id, "reset", {})
             raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
         turn_fail(turn_id=turn_id, error=exc.message)
+        turn_tools_drop(turn_id=turn_id)
     except Exception:
         logger.exception("turn %s failed unexpectedly", turn_id)
         turn_fail(turn_id=turn_id, error="Something went wrong while generating the reply; please retry.")
+        turn_tools_drop(turn_id=turn_id)
         raise
     finally:
         turn_publish(turn_id, "changed", {})

@@ -83,6 +83,8 @@ class DeletionRequest(models.Model):
     # Set by `provenance.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.
     imported_dependents: list[int]
+    # Set by `provenance.selectors.tool_steps_attach`: [{"id", "kind"}] of the tool steps it removes.
+    tool_steps: list[dict[str, object]]
 
     class Meta:
         ordering = ["-created_at", "-id"]

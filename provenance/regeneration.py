@@ -28,7 +28,7 @@ from django.utils import timezone
 from chat.models import ContextEdge, Message, Turn
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
-from provenance.selectors import dep_ids, explanation_paths, taint_violations
+from provenance.selectors import dep_ids, explanation_paths, taint_violations, tool_step_kinds
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +66,16 @@ def regeneration_plan(
     the replacement) or when its user message stays live, unless the reply was
     itself selected by id (the user pointed at that very reply). A reply
     selected by phrase or meaning is rewritten: it merely quoted the words, and
-    its question still deserves an answer. `redacted` maps an original to its
+    its question still deserves an answer. Tool steps are never rewritten. `redacted` maps an original to its
     replacement (None at preview time, before the replacement exists).
     """
     replies = dict(
         Message.objects.filter(owner_id=owner_id, pk__in=removed, role=Message.Role.ASSISTANT).values_list("pk", "seq")
     )
+    # A tool step (a reply that called a `/v1` client's tools, or one written after their results) is
+    # deleted, never rewritten: DeLLM cannot run the client's tools again (docs/OPENAI.md).
+    for pk in tool_step_kinds(set(replies)):
+        del replies[pk]
     answers = _user_messages(owner_id=owner_id, reply_ids=set(replies))
     candidates = {user for user, _ in answers.values()} - removed
     live = set(Message.objects.filter(pk__in=candidates, status__in=Message.LIVE).values_list("pk", flat=True))

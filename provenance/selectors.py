@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import OuterRef, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.db.models.functions import JSONObject, Substr
 
 from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread, Turn
@@ -182,6 +182,35 @@ def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:
         deletion.imported_dependents = [pk for pk in deletion.dependent_ids if pk in imported]
 
 
+# What a tool step is (docs/API.md, "Tool steps"): a reply that called the client's tools, the client's result
+# for one call, or a reply written after tool results.
+TOOL_CALL, TOOL_RESULT, TOOL_ANSWER = "call", "result", "answer"
+
+
+def tool_step_kinds(ids: set[int]) -> dict[int, str]:
+    """{id: "call" | "result" | "answer"} for the tool steps among `ids` (two queries)."""
+    if not ids:
+        return {}
+    kinds: dict[int, str] = {}
+    rows = Message.objects.filter(pk__in=ids).filter(Q(role=Message.Role.TOOL) | Q(tool_calls__isnull=False))
+    for pk, role in rows.values_list("pk", "role"):
+        kinds[pk] = TOOL_RESULT if role == Message.Role.TOOL else TOOL_CALL
+    answers = ContextEdge.objects.filter(
+        target_id__in=ids - set(kinds), signal=ContextEdge.Signal.TOOL, source__role=Message.Role.TOOL
+    )
+    for pk in answers.values_list("target_id", flat=True).distinct():
+        kinds[pk] = TOOL_ANSWER
+    return kinds
+
+
+def tool_steps_attach(deletions: list[DeletionRequest]) -> None:
+    """Set `tool_steps` ([{"id", "kind"}] of the matched and dependent tool steps, in id order) on each deletion."""
+    kinds = tool_step_kinds({pk for d in deletions for pk in [*d.matched_ids, *d.dependent_ids]})
+    for deletion in deletions:
+        wanted = sorted({*deletion.matched_ids, *deletion.dependent_ids} & set(kinds))
+        deletion.tool_steps = [{"id": pk, "kind": kinds[pk]} for pk in wanted]
+
+
 def deletion_get(*, owner: User, deletion_id: int) -> DeletionRequest:
     deletion = DeletionRequest.objects.filter(owner=owner, pk=deletion_id).first()
     if deletion is None:
@@ -232,7 +261,11 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
     if not include_deleted:
         nodes = nodes.filter(status__in=LIVE_STATUSES)
     return (
-        nodes.annotate(snippet=Substr("content", 1, LABEL_CHARS + 1))
+        nodes.annotate(
+            snippet=Substr("content", 1, LABEL_CHARS + 1),
+            # A reply that called tools: drawn as a tool step (the calls themselves are not read).
+            called=ExpressionWrapper(Q(tool_calls__isnull=False), output_field=BooleanField()),
+        )
         .only("id", "seq", "role", "status", "thread_id", "imported_from")
         .order_by("seq")
     )

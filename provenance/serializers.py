@@ -11,7 +11,7 @@ from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
 from provenance.regeneration import regeneration_progress
-from provenance.selectors import LABEL_CHARS, imported_dependents_attach
+from provenance.selectors import LABEL_CHARS, imported_dependents_attach, tool_steps_attach
 
 # The recursive CTE compares depth with a PostgreSQL integer: a larger value
 # overflowed into a 500. No history is that deep anyway.
@@ -89,7 +89,17 @@ class DeletionListSerializer(serializers.ListSerializer[Any]):
     def to_representation(self, data: Any) -> list[Any]:
         deletions = list(data.all() if isinstance(data, Manager) else data)
         imported_dependents_attach(deletions)
+        tool_steps_attach(deletions)
         return super().to_representation(deletions)
+
+
+class ToolStepSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(
+        choices=["call", "result", "answer"],
+        help_text="call: a reply that called the client's tools; result: the client's result for one call; "
+        "answer: a reply written after tool results.",
+    )
 
 
 class RegenerationTurnSerializer(serializers.Serializer):
@@ -157,6 +167,11 @@ class DeletionSerializer(serializers.ModelSerializer):
     undo_removed = serializers.ListField(
         source="undo_removed_ids", child=serializers.IntegerField(), help_text="Rewrites an undo removed."
     )
+    tool_steps = serializers.SerializerMethodField(
+        help_text="The tool steps among the matched and dependent messages (a `/v1` client's tool calls, their "
+        "results, the replies that used them). They are deleted even with `derived` regenerate: DeLLM cannot run "
+        "the client's tools again, so none of them is in `regenerate`."
+    )
 
     class Meta:
         model = DeletionRequest
@@ -190,7 +205,14 @@ class DeletionSerializer(serializers.ModelSerializer):
             "redacted",
             "regeneration",
             "undo_removed",
+            "tool_steps",
         ]
+
+    @extend_schema_field(ToolStepSerializer(many=True))
+    def get_tool_steps(self, deletion: DeletionRequest) -> list[dict[str, Any]]:
+        if not hasattr(deletion, "tool_steps"):
+            tool_steps_attach([deletion])
+        return deletion.tool_steps
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_imported_dependents(self, deletion: DeletionRequest) -> list[int]:
@@ -323,6 +345,14 @@ class NodeDataSerializer(serializers.Serializer):
     label = serializers.SerializerMethodField()  # type: ignore[assignment]
     thread = serializers.IntegerField(source="thread_id")
     imported_from = serializers.SerializerMethodField(help_text="The tool it was imported from; null for DeLLM's own.")
+    tool_step = serializers.SerializerMethodField(
+        help_text="call (a reply that called a `/v1` client's tools), result (the client's tool result), or null."
+    )
+
+    def get_tool_step(self, message: Message) -> str | None:
+        if message.role == Message.Role.TOOL:
+            return "result"
+        return "call" if getattr(message, "called", False) else None
 
     def get_imported_from(self, message: Message) -> str | None:
         return message.imported_from or None
@@ -333,6 +363,8 @@ class NodeDataSerializer(serializers.Serializer):
         if message.status == Message.Status.PURGED or (self.context.get("staff") and not message.is_live):
             return head
         snippet = message.snippet  # type: ignore[attr-defined]  # annotated by selectors.graph_nodes
+        if not snippet.strip() and getattr(message, "called", False):
+            return f"{head}: (tool call)"
         if len(snippet) > LABEL_CHARS:
             snippet = snippet[:LABEL_CHARS].rstrip() + "…"
         return f"{head}: {' '.join(snippet.split())}"

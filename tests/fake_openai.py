@@ -1,8 +1,10 @@
 """A small OpenAI-compatible HTTP server for tests: the real `openai` client talks to it.
 
 Each request (/v1/chat/completions or /v1/embeddings) takes the next scripted behaviour:
-`("ok", text)`, `("status", code)` or `("sleep", seconds)`; when the script
-runs out, it answers "ok" with `default_text`. Requests are recorded.
+`("ok", text)`, `("status", code)`, `("sleep", seconds)` or `("tools", [(id, name,
+arguments), ...])` (the model calls those tools: `tool_calls`, streamed as
+OpenAI streams them, in fragments); when the script runs out, it answers "ok"
+with `default_text`. Requests are recorded.
 Embeddings have `embedding_dim` floats, or N for a model named "...-<N>d"
 (e.g. "fake-embed-768d"), as real embedding models differ in dimension.
 """
@@ -40,6 +42,10 @@ class FakeOpenAI:
                     step = ("ok", fake.default_text)
                 if step[0] == "status":
                     self._json(step[1], {"error": {"message": f"scripted {step[1]}", "type": "test"}})
+                elif step[0] == "tools" and body.get("stream"):
+                    self._stream_calls(step[1])
+                elif step[0] == "tools":
+                    self._json(200, _calls_completion(step[1]))
                 elif self.path.endswith("/embeddings"):
                     sized = _MODEL_DIM.search(str(body.get("model", "")))
                     self._json(200, _embeddings(body["input"], int(sized.group(1)) if sized else fake.embedding_dim))
@@ -66,6 +72,32 @@ class FakeOpenAI:
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                     time.sleep(fake.chunk_delay)
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _stream_calls(self, calls):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                deltas = [{"role": "assistant", "content": None}]
+                for index, (call_id, name, arguments) in enumerate(calls):
+                    function = {"name": name, "arguments": ""}
+                    deltas.append(
+                        {"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]}
+                    )
+                    for start in range(0, len(arguments), 5):
+                        piece = {"index": index, "function": {"arguments": arguments[start : start + 5]}}
+                        deltas.append({"tool_calls": [piece]})
+                for number, delta in enumerate(deltas):
+                    finish = "tool_calls" if number == len(deltas) - 1 else None
+                    chunk = {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "created": int(time.time()),
+                        "model": "fake-model",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -96,6 +128,21 @@ def _completion(text: str, stream: bool = False) -> dict:
         "created": int(time.time()),
         "model": "fake-model",
         "choices": [choice],
+    }
+
+
+def _calls_completion(calls: list[tuple[str, str, str]]) -> dict:
+    tool_calls = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for call_id, name, arguments in calls
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
     }
 
 

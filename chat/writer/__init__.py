@@ -23,6 +23,16 @@ evaluation. The provenance rules are applied here, once:
    DeLLM's own export that no edge of the file points at (a user or system
    message derives from nothing). Its edges are linear in size
    (`chat.lineage.transcript_sources`), with signal `transcript`.
+3. **A tool result derives from the call that asked for it.** When a reply
+   of DeLLM's model called a client's tools (`Message.tool_calls`), each
+   result the client sends back (`role: "tool"`, by `tool_call_id`) is
+   stored by `tool_results_store` with one `tool` edge from that reply, and
+   only while the reply is live; the reply that then uses the results is an
+   ordinary `message_store` with a `tool` edge from each. So forgetting what
+   led to a tool call takes the call, its results and what used them. A
+   tool step a client's transcript supplies (an assistant message with
+   `tool_calls`, a `tool` message DeLLM's model did not ask for) is a chain
+   reply under rule 2, like any supplied words.
 
 Locking: every function that creates a row or changes a status takes the
 owner's lock itself, inside its own `transaction.atomic()`. The lock is a
@@ -58,6 +68,7 @@ from chat.writer.messages import (
     graph_store,
     message_rewrite,
     message_store,
+    tool_results_store,
     transcripts_store,
 )
 from chat.writer.statuses import (
@@ -91,5 +102,6 @@ __all__ = [
     "messages_restore",
     "messages_source_keys_digest",
     "owners_history_delete",
+    "tool_results_store",
     "transcripts_store",
 ]

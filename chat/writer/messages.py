@@ -1,4 +1,4 @@
-"""Storing messages and their edges: the writer's rules 1 and 2 (see `chat.writer`)."""
+"""Storing messages and their edges: the writer's rules 1, 2 and 3 (see `chat.writer`)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ class Supplied:
     imported_from: str = ""
     source_id: str = ""
     source_created_at: datetime | None = None
+    # A reply that called tools: [{"id", "name", "arguments"}]; a tool result: the id of the call it answers.
+    tool_calls: list[dict[str, str]] | None = None
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Mess
         imported_from=supplied.imported_from,
         source_id=supplied.source_id,
         source_created_at=supplied.source_created_at,
+        tool_calls=supplied.tool_calls,
+        tool_call_id=supplied.tool_call_id,
     )
 
 
@@ -138,13 +143,15 @@ def message_store(
     sources: Sequence[Source] = (),
     replaces: int | None = None,
     place: int | None = None,
+    tool_calls: list[dict[str, str]] | None = None,
 ) -> Message:
     """Store one message with the owner's next sequence number, and an edge from each of `sources`.
 
     Takes the owner's lock. Refused with `SourcesRemoved` (nothing written)
     if any source is not a live message of the owner (rule 1). A rewrite
     (regenerated reply, redacted message) names the message it `replaces` and
-    the `place` it is shown at. Touches the thread's `updated_at`.
+    the `place` it is shown at. A reply in which the model called tools
+    carries its `tool_calls`. Touches the thread's `updated_at`.
     """
     with transaction.atomic():
         owner_lock(owner_id)
@@ -152,7 +159,9 @@ def message_store(
         missing = wanted - _live(owner_id, wanted)
         if missing:
             raise SourcesRemoved(missing)
-        supplied = Supplied(role=role, content=content, embedding=embedding, embedding_model=embedding_model)
+        supplied = Supplied(
+            role=role, content=content, embedding=embedding, embedding_model=embedding_model, tool_calls=tool_calls
+        )
         message = _row(owner_id=owner_id, thread_id=thread_id, seq=_next_seq(owner_id), supplied=supplied)
         message.replaces, message.place = replaces, place
         message.save(force_insert=True)
@@ -179,6 +188,39 @@ def message_rewrite(*, original: Message, content: str, embedding: list[float] |
         replaces=original.pk,
         place=original.place or original.seq,
     )
+
+
+def tool_results_store(*, owner_id: int, call_id: int, results: Sequence[Supplied]) -> list[Message]:
+    """Store a client's results for the tool calls of reply `call_id` (rule 3), in order; the new rows.
+
+    A result derives from the call that asked for it, and from nothing else:
+    the client's tool saw that call's arguments. Refused with
+    `SourcesRemoved` (nothing written) unless `call_id` is a live message of
+    the owner; `ValueError` if a result names no call of it (`tool_call_id`),
+    or it is not a `tool` message. Each gets a `tool` edge from the call
+    (`rank`: the call's index in `tool_calls`). Never embedded here: a tool
+    result is not retrieved as memory. Takes the owner's lock; touches the
+    thread.
+    """
+    with transaction.atomic():
+        owner_lock(owner_id)
+        call = Message.objects.filter(owner_id=owner_id, pk=call_id, status__in=Message.LIVE).first()
+        if call is None:
+            raise SourcesRemoved([call_id])
+        index = {str(item.get("id")): number for number, item in enumerate(call.tool_calls or [])}
+        if any(result.role != Message.Role.TOOL or result.tool_call_id not in index for result in results):
+            raise ValueError("a tool result answers no call of this reply")
+        seq = _next_seq(owner_id)
+        rows = Message.objects.bulk_create(
+            _row(owner_id=owner_id, thread_id=call.thread_id, seq=seq + offset, supplied=result)
+            for offset, result in enumerate(results)
+        )
+        _edges_insert(
+            owner_id=owner_id,
+            rows=[(call.pk, row.pk, index[row.tool_call_id], 1.0, ContextEdge.Signal.TOOL.value) for row in rows],
+        )
+        _threads_touch([call.thread_id])
+    return rows
 
 
 def transcripts_store(*, owner_id: int, branches: Sequence[Branch]) -> Stored:

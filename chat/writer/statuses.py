@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Case, JSONField, Value, When
 from django.utils import timezone
 
 from chat.models import Message
@@ -78,7 +79,7 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
     Soft: live ones become `deleted` (restorable by `messages_restore`).
     Purge: every one not yet purged becomes a content-free tombstone (id,
     role, timestamps stay so the graph and the audit keep their shape;
-    content, embedding and the generated search vector go; a VACUUM later
+    content, tool calls, embedding and the generated search vector go; a VACUUM later
     reclaims the old tuples). Takes the owner's lock. Provenance decides
     which ids (Dep); this only writes them.
     """
@@ -91,6 +92,9 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
             targets.filter(pk__in=removed).update(
                 status=Message.Status.PURGED,
                 content="",
+                # Empty, not null: it stays a tool step (a regeneration never rewrites it), holding no text.
+                tool_calls=Case(When(tool_calls__isnull=False, then=Value([], output_field=JSONField())), default=None),
+                tool_call_id="",
                 embedding=None,
                 embedding_model="",
                 deleted_by_id=deletion_id,

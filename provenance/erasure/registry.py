@@ -128,6 +128,24 @@ TEXT_COLUMNS = (
         f"{_S}test_purge_of_an_imported_conversation_leaves_no_text",
     ),
     Place(
+        f"{MESSAGE}.tool_calls",
+        "a reply's calls of a /v1 client's tools: ids, function names and arguments (the model's words)",
+        Way.PURGE_WRITE,
+        "set to [] with the content (an empty list: the row stays a tool step, holding no text)",
+        AT_CONFIRM,
+        "tests/worker/test_tool_calls.py::"
+        "test_a_tool_call_reaches_the_client_its_result_goes_back_and_forgetting_the_memory_takes_them_all",
+    ),
+    Place(
+        f"{MESSAGE}.tool_call_id",
+        "the id of the call a /v1 client's tool result answers (the model chose it)",
+        Way.PURGE_WRITE,
+        "set to '' with the content",
+        AT_CONFIRM,
+        "tests/worker/test_tool_calls.py::"
+        "test_a_tool_call_reaches_the_client_its_result_goes_back_and_forgetting_the_memory_takes_them_all",
+    ),
+    Place(
         f"{THREAD}.title",
         "an imported conversation's title (taken from the export)",
         Way.NEUTRAL,
@@ -206,6 +224,8 @@ NO_TEXT_COLUMNS = {
         "deletion_id",
         # The system prompt node the turn was asked under: an id; the text is the node's own row.
         "system_message_id",
+        # The tool call whose results the turn answers: an id.
+        "tool_call_id",
         "created_at",
         "updated_at",
     ),
@@ -324,6 +344,7 @@ INDEXES = (
             "chat_turn_reply_id_70226093",
             "chat_turn_deletion_id_ea51200c",
             "chat_turn_system_message_id_32a47c85",
+            "chat_turn_tool_call_id_2c5678f1",
             f"{EDGE}_pkey",
             "edge_source_target_unique",
             "edge_target",
@@ -438,6 +459,16 @@ ELSEWHERE = (
         "tasks take ids only (a /v1 client's system prompt is a stored node, not a payload); results are ignored",
         "",
         "tests/admin/test_residue.py::test_purged_secret_is_nowhere_the_application_can_reach",
+    ),
+    Place(
+        "Redis: a /v1 turn's tools",
+        "a client's tool definitions (names, descriptions, schemas: not message text, but the client's words) "
+        "while its turn runs",
+        Way.DELETE,
+        "never in the database, a task payload or a log (chat/turn_tools.py); the key is deleted when the turn ends",
+        "the turn; at most DELLM_SSE_TIMEOUT plus 60 s (the key's expiry)",
+        "tests/worker/test_tool_calls.py::"
+        "test_a_tool_call_reaches_the_client_its_result_goes_back_and_forgetting_the_memory_takes_them_all",
     ),
     Place(
         "Redis: pub/sub of a turn",

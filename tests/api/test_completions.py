@@ -137,7 +137,84 @@ def test_stream_without_usage_has_no_usage_field(v1):
         ({"model": "dellm", "messages": []}, "messages", None),
         ({"messages": [{"role": "user", "content": "hi"}]}, "model", None),
         (ask("hi", n=2), "n", None),
-        (ask("hi", tools=[{"type": "function", "function": {"name": "f"}}]), "tools", "unsupported_parameter"),
+        (ask("hi", functions=[{"name": "f"}]), "functions", "unsupported_parameter"),
+        (ask("hi", tools={"type": "function"}), "tools", None),
+        (ask("hi", tools=[{"type": "custom", "custom": {"name": "f"}}]), "tools[0].type", None),
+        (
+            ask("hi", tools=[{"type": "function", "function": {"name": "no spaces"}}]),
+            "tools[0].function.name",
+            "invalid_value",
+        ),
+        (
+            ask("hi", tools=[{"type": "function", "function": {"name": "f", "parameters": "{}"}}]),
+            "tools[0].function.parameters",
+            None,
+        ),
+        (ask("hi", tools=[{"type": "function", "function": {"name": "f"}}] * 2), "tools[1].function.name", None),
+        (ask("hi", tools=[{"type": "function", "function": {"name": "f"}}] * 129), "tools", "array_above_max_length"),
+        (ask("hi", tool_choice="auto"), "tool_choice", None),
+        (
+            ask("hi", tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="sometimes"),
+            "tool_choice",
+            None,
+        ),
+        (
+            ask(
+                "hi",
+                tools=[{"type": "function", "function": {"name": "f"}}],
+                tool_choice={"type": "function", "function": {"name": "g"}},
+            ),
+            "tool_choice",
+            None,
+        ),
+        (
+            ask("hi", tools=[{"type": "function", "function": {"name": "f"}}], parallel_tool_calls="yes"),
+            "parallel_tool_calls",
+            None,
+        ),
+        (
+            {
+                "model": "dellm",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "x"}],
+            },
+            "messages[1].tool_call_id",
+            None,
+        ),
+        (
+            {
+                "model": "dellm",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                    },
+                    {"role": "user", "content": "and?"},
+                ],
+            },
+            "messages[2].role",
+            None,
+        ),
+        (
+            {
+                "model": "dellm",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {}}}],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "x"},
+                ],
+            },
+            "messages[1].tool_calls[0].function.arguments",
+            None,
+        ),
+        (
+            {"model": "dellm", "messages": [{"role": "user", "content": "hi", "tool_calls": []}]},
+            "messages[0].tool_calls",
+            None,
+        ),
         (ask("hi", response_format={"type": "json_object"}), "response_format", None),
         (ask("hi", stream_options={"include_usage": True}), "stream_options", None),
         (ask("hi", stream="yes"), "stream", None),
@@ -146,8 +223,9 @@ def test_stream_without_usage_has_no_usage_field(v1):
             "messages[0].content[0].type",
             "unsupported_content_type",
         ),
+        ({"model": "dellm", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id", None),
         (
-            {"model": "dellm", "messages": [{"role": "tool", "content": "x"}]},
+            {"model": "dellm", "messages": [{"role": "function", "name": "f", "content": "x"}]},
             "messages[0].role",
             "unsupported_parameter",
         ),

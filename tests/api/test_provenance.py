@@ -125,6 +125,7 @@ def test_graph_is_cytoscape_elements(api, thread):
             "label": "#1 user: I live in Paris",
             "thread": thread.pk,
             "imported_from": None,
+            "tool_step": None,
         }
     }
     assert graph["nodes"][-1]["data"]["label"] == "#5 user: " + "x" * 40 + "…"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from assistant.completions import Said, completion_turn_start, thread_match, transcript_align
+from assistant.completions import Said, ToolCall, completion_turn_start, thread_match, transcript_align
 from chat.models import ContextEdge, Message, Thread
 from tests.factories import make_message, make_thread
 
@@ -211,3 +211,33 @@ def test_a_rewritten_reply_holds_no_position_its_removed_original_does(owner):
     assert (alignment.matched, alignment.removed, alignment.differing) == (3, 1, 0)
     assert alignment.new == said(("user", "And a boat."))
     assert rewrite.pk not in [m.pk for m in Message.objects.filter(content=transcript[1].text)]
+
+
+CALL = ToolCall(id="c1", name="get_weather", arguments='{"city": "Lyon"}')
+
+
+def test_a_tool_call_and_its_result_hold_positions_compared_call_by_call(owner):
+    thread = make_thread(owner)
+    question = make_message(thread, "Weather?")
+    make_message(
+        thread,
+        "Let me check.",
+        role="assistant",
+        tool_calls=[{"id": "c1", "name": "get_weather", "arguments": '{"city": "Lyon"}'}],
+    )
+    make_message(thread, "Sunny", role="tool", tool_call_id="c1")
+    result = Said(role="tool", text="Sunny", tool_call_id="c1")
+    same = [
+        Said(role="user", text=question.content),
+        Said(role="assistant", text="Let me check.", tool_calls=(CALL,)),
+        result,
+    ]
+    assert transcript_align(thread=thread, earlier=same).matched == 3
+    # Other arguments (or another call id) in the client's copy: not the stored call.
+    edited = Said(
+        role="assistant", text="Let me check.", tool_calls=(ToolCall(id="c1", name="get_weather", arguments="{}"),)
+    )
+    alignment = transcript_align(thread=thread, earlier=[same[0], edited, result])
+    assert (alignment.matched, alignment.differing) == (2, 1)
+    other = Said(role="tool", text="Sunny", tool_call_id="c2")
+    assert transcript_align(thread=thread, earlier=[*same[:2], other]).differing == 1

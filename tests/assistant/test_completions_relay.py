@@ -85,3 +85,28 @@ def test_usage_is_null_on_every_chunk_until_the_usage_chunk():
     assert [b["usage"] for b in bodies[:-1]] == [None, None, None]
     assert bodies[-1]["choices"] == []
     assert bodies[-1]["usage"] == {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}
+
+
+def test_a_tool_call_streams_as_openai_streams_it_in_fragments_then_finish_reason_tool_calls():
+    arguments = '{"city": "Grenoble", "days": 3}'
+    outcome = Outcome(
+        done=True, text="", reply_id=9, tool_calls=({"id": "c1", "name": "get_weather", "arguments": arguments},)
+    )
+    stream = relay()
+    parts = stream.start() + stream.finish(outcome)
+    bodies = [json.loads(p.removeprefix("data: ")) for p in parts if p.startswith("data: {")]
+    deltas = [b["choices"][0]["delta"] for b in bodies]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert deltas[1] == {
+        "tool_calls": [
+            {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+        ]
+    }
+    fragments = [d["tool_calls"][0]["function"]["arguments"] for d in deltas[2:-1]]
+    assert fragments == [arguments[:16], arguments[16:]]
+    assert all(
+        d["tool_calls"][0] == {"index": 0, "function": {"arguments": f}}
+        for d, f in zip(deltas[2:-1], fragments, strict=True)
+    )
+    assert [b["choices"][0]["finish_reason"] for b in bodies] == [None] * (len(bodies) - 1) + ["tool_calls"]
+    assert parts[-1] == "data: [DONE]\n\n"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chat.llm import ContextItem, OpenAIResponder, build_prompt
+from chat.llm import Answer, ContextItem, OfflineResponder, OpenAIResponder, ToolOffer, ToolStep, build_prompt
 from dellm_site.errors import UpstreamFailed
 
 CONTEXT = [ContextItem(id=7, seq=3, role="user", content="I live in Paris.", score=0.8)]
@@ -47,3 +47,51 @@ def test_openai_responder_maps_faults_to_domain_errors(openai_server, step, tran
     with pytest.raises(UpstreamFailed) as error:
         OpenAIResponder().complete(context=CONTEXT, user_message="Hi")
     assert (error.value.transient, error.value.message) == (transient, message)
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+
+
+def test_the_offline_responder_never_calls_a_tool_it_answers_in_text():
+    offer = ToolOffer(tools=WEATHER, choice="required", parallel=True)
+    answer = OfflineResponder().answer(context=CONTEXT, user_message="Where do I live?", offer=offer)
+    plain = OfflineResponder().complete(context=CONTEXT, user_message="Where do I live?")
+    assert answer == Answer(text=plain, tool_calls=[])
+    tokens: list[str] = []
+    streamed = OfflineResponder().answer(
+        context=CONTEXT, user_message="Where do I live?", offer=offer, on_token=tokens.append
+    )
+    assert (streamed, "".join(tokens)) == (Answer(text=plain), plain)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_responder_offers_the_tools_and_gathers_the_calls(openai_server, stream):
+    openai_server.script = [("tools", [("call_1", "get_weather", '{"city": "Paris, France"}')])]
+    tokens: list[str] = []
+    answer = OpenAIResponder().answer(
+        context=CONTEXT,
+        user_message="Weather?",
+        offer=ToolOffer(tools=WEATHER, choice="auto", parallel=False),
+        on_token=tokens.append if stream else None,
+    )
+    assert answer == Answer(
+        text="", tool_calls=[{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris, France"}'}]
+    )
+    body = openai_server.requests[-1]["body"]
+    assert (body["tools"], body["tool_choice"], body["parallel_tool_calls"]) == (WEATHER, "auto", False)
+
+
+def test_openai_responder_shows_the_model_its_calls_and_the_results(openai_server):
+    step = ToolStep(text="", calls=[{"id": "c1", "name": "get_weather", "arguments": "{}"}], results=[("c1", "Sunny")])
+    answer = OpenAIResponder().answer(context=CONTEXT, user_message="Weather?", steps=[step])
+    assert answer == Answer(text="Paris, as you said.")
+    messages = openai_server.requests[-1]["body"]["messages"]
+    assert messages[2:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny"},
+    ]
+    assert "tools" not in openai_server.requests[-1]["body"]

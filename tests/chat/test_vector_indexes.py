@@ -23,6 +23,7 @@ def _plan(*, owner_id: int, model: str, dim: int) -> str:
         "candidates": 40,
         "threshold": -1,
         "system": "system",
+        "tool": "tool",
     }
     with transaction.atomic(), connection.cursor() as cursor:
         # A tiny table: make the planner prefer any plan that needs no sort,

@@ -15,6 +15,7 @@ from chat.writer import (
     message_store,
     messages_remove,
     messages_restore,
+    tool_results_store,
     transcripts_store,
 )
 from provenance.selectors import dep_ids, taint_violations
@@ -300,3 +301,54 @@ def test_graph_store_a_100k_chain_onto_a_deleted_message_stores_none_of_it(owner
     )
     assert (result.created, result.skipped, result.edges) == ([], size, 0)
     assert Message.objects.filter(owner=owner).count() == 1
+
+
+CALLS = [{"id": "c1", "name": "get_weather", "arguments": "{}"}, {"id": "c2", "name": "get_time", "arguments": "{}"}]
+
+
+def test_a_tool_result_derives_from_the_call_that_asked_for_it_and_only_while_it_is_live(owner, thread):
+    question = make_message(thread, "Weather and time?")
+    call = message_store(
+        owner_id=owner.pk,
+        thread_id=thread.pk,
+        role="assistant",
+        content="",
+        sources=[Source(id=question.pk)],
+        tool_calls=CALLS,
+    )
+    results = tool_results_store(
+        owner_id=owner.pk,
+        call_id=call.pk,
+        results=[
+            Supplied(role="tool", content="12:00", tool_call_id="c2"),
+            Supplied(role="tool", content="Sunny", tool_call_id="c1"),
+        ],
+    )
+    assert [(m.role, m.content, m.tool_call_id, m.embedding) for m in results] == [
+        ("tool", "12:00", "c2", None),
+        ("tool", "Sunny", "c1", None),
+    ]
+    edges = ContextEdge.objects.filter(source=call).order_by("target_id")
+    assert list(edges.values_list("target_id", "rank", "signal")) == [
+        (results[0].pk, 1, "tool"),
+        (results[1].pk, 0, "tool"),
+    ]
+    # Forgetting the question takes the call and both results.
+    assert dep_ids(owner_id=owner.pk, roots=[question.pk]) == {question.pk, call.pk, *(m.pk for m in results)}
+
+    with pytest.raises(ValueError):
+        tool_results_store(
+            owner_id=owner.pk, call_id=call.pk, results=[Supplied(role="tool", content="x", tool_call_id="c9")]
+        )
+    with pytest.raises(ValueError):
+        tool_results_store(
+            owner_id=owner.pk, call_id=call.pk, results=[Supplied(role="user", content="x", tool_call_id="c1")]
+        )
+    messages_remove(owner_id=owner.pk, ids=[call.pk], deletion_id=1, purge=True)
+    with pytest.raises(SourcesRemoved):
+        tool_results_store(
+            owner_id=owner.pk, call_id=call.pk, results=[Supplied(role="tool", content="late", tool_call_id="c1")]
+        )
+    assert Message.objects.filter(role="tool").count() == 2
+    call.refresh_from_db()
+    assert (call.status, call.content, call.tool_calls) == ("purged", "", [])

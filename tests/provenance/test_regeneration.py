@@ -337,3 +337,37 @@ def test_sweep_runs_a_regeneration_whose_task_was_lost(owner, paper_history, mon
         [],
     )
     assert regenerations_stalled_sweep(now=timezone.now() + timedelta(hours=1)) == {"resumed": [], "failed": []}
+
+
+@pytest.mark.parametrize("mode", ["soft", "purge"])
+def test_tool_steps_are_deleted_not_regenerated_and_other_replies_still_are(owner, thread, mode):
+    from chat.writer import Source, Supplied, message_store, tool_results_store
+
+    def store(role, text, sources=(), **extra):
+        return message_store(owner_id=owner.pk, thread_id=thread.pk, role=role, content=text, sources=sources, **extra)
+
+    fact = store("user", "I live in Lyon.", embedding=embed_one("I live in Lyon."))
+    question = store("user", "Weather where I live?")
+    call = store(
+        "assistant",
+        "",
+        [Source(id=question.pk), Source(id=fact.pk, rank=1)],
+        tool_calls=[{"id": "c1", "name": "get_weather", "arguments": '{"city": "Lyon"}'}],
+    )
+    Turn.objects.create(owner=owner, user_message=question, reply=call, status="done")
+    (result,) = tool_results_store(
+        owner_id=owner.pk, call_id=call.pk, results=[Supplied(role="tool", content="Sunny", tool_call_id="c1")]
+    )
+    answer = store("assistant", "Sunny in Lyon.", [Source(id=question.pk), Source(id=result.pk, rank=2, signal="tool")])
+    Turn.objects.create(owner=owner, user_message=question, reply=answer, tool_call=call, status="done")
+    other = store("user", "Where do I live?")
+    plain = store("assistant", "In Lyon.", [Source(id=other.pk), Source(id=fact.pk, rank=1)])
+    Turn.objects.create(owner=owner, user_message=other, reply=plain, status="done")
+
+    deletion = preview(owner, ids=[fact.pk], derived="regenerate", mode=mode)
+    assert deletion.regenerate_ids == [plain.pk]
+    done = confirm(owner, deletion)
+    # Decided again at confirm, after the purge emptied the calls: still only the ordinary reply.
+    assert done.regenerate_ids == [plain.pk]
+    assert list(Turn.objects.filter(deletion_id=done.pk).values_list("replaces", flat=True)) == [plain.pk]
+    assert [status(m) for m in (call, result, answer)] == [status(fact)] * 3

@@ -5,6 +5,7 @@ import { api, messagesById } from "./api.js";
 import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
 import { roleTag } from "./model.js";
 import { importedBadge, importedCascadeNote } from "./imported.js";
+import { toolStepBadge, toolStepsNote } from "./tool-steps.js";
 import { followRewrites, progressText, redactionEditor, regenerateChoice, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel, modePicker, pathLabel } from "./ui.js";
 
@@ -63,17 +64,18 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   function render(found) {
     const seqOf = (id) => found.get(id)?.seq;
     const matched = new Set(deletion.matched);
+    const toolKinds = new Map((deletion.tool_steps || []).map((step) => [step.id, step.kind]));
     const items = ids.map((id) => {
       const message = found.get(id);
       const why = matched.has(id)
-        ? el("span", { class: "why" }, importedBadge(message), " matches your request")
-        : el("span", { class: "why" }, importedBadge(message), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
+        ? el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " matches your request")
+        : el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
       return el(
         "li",
         { class: "ditem", dataset: { id } },
         el("span", { class: "seq" }, `#${message?.seq ?? "?"}`),
         roleTag(message?.role),
-        el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || "(empty)" : "(no longer available)"),
+        el("span", { class: "ditem-text" }, message ? snippet(message.content, 120) || (toolKinds.get(id) === "call" ? "(tool call)" : "(empty)") : "(no longer available)"),
         why,
       );
     });
@@ -132,6 +134,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
       ),
       importedCascadeNote(deletion.imported_dependents?.length || 0),
+      toolStepsNote(toolKinds.size),
       list,
       more,
       form,

@@ -21,6 +21,8 @@ const COLORS = {
   focus: "#f59e0b",
   edge: "#94a3b8",
   imported: "#7c3aed",
+  toolCall: "#ea580c",
+  toolResult: "#0891b2",
 };
 
 export function stylesheet({ big }) {
@@ -52,6 +54,9 @@ export function stylesheet({ big }) {
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
     // A client's system prompt: an input of every reply it shaped, never a memory.
     { selector: 'node[role = "system"]', style: { shape: "hexagon", "background-color": COLORS.system } },
+    // Tool steps of an OpenAI-compatible client: the model's call of a tool, the client's result for it.
+    { selector: 'node[tool_step = "call"]', style: { shape: "tag", "background-color": COLORS.toolCall } },
+    { selector: 'node[tool_step = "result"]', style: { shape: "barrel", "background-color": COLORS.toolResult } },
     // Imported: provenance unknown (every earlier message of its conversation is a source).
     { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {
@@ -79,6 +84,8 @@ export function stylesheet({ big }) {
       },
     },
     { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
+    // call -> result -> the reply that used it.
+    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, "target-arrow-color": COLORS.toolCall, "line-style": "dashed", opacity: 0.9 } },
     { selector: ".faded", style: { opacity: 0.12 } },
     { selector: "edge.faded", style: { opacity: 0.06 } },
     { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },

@@ -6,6 +6,7 @@
 // GraphExplorer `x` (graph.js).
 import { el, plural, replaceChildren, toast } from "../dom.js";
 import { importedCascadeNote } from "../imported.js";
+import { toolStepBadge, toolStepOf, toolStepsNote } from "../tool-steps.js";
 import { roleTag } from "../model.js";
 import { followRewrites, progressText, redactionEditor, regenerateChoice, rewriteCost, undoSummary } from "../rewrites.js";
 import { confirmDialog, modePicker, pathLabel } from "../ui.js";
@@ -48,6 +49,7 @@ function dependentList(x, dependents, seqOf) {
           { type: "button", class: "neighbour", onclick: () => center(x, item.id) },
           el("span", { class: "seq" }, `#${item.seq}`),
           roleTag(item.role),
+          toolStepBadge(toolStepOf(x.node(item.id))),
           el("span", { class: "neighbour-text" }, captionText(x.node(item.id))),
         ),
         el("span", { class: "why" }, "via ", pathLabel(item.path, seqOf)),
@@ -123,6 +125,7 @@ export async function previewDelete(x, message) {
     x.previewBox,
     el("p", { class: "preview-summary" }, el("strong", { dataset: { count: total } }, `Deleting #${message.seq} removes ${plural(total, "message")}`), answer.count ? ": it and everything built from it." : "."),
     importedCascadeNote(answer.dependents.filter((item) => item.role === "assistant" && x.node(item.id)?.data("imported") === "yes").length),
+    toolStepsNote([message.id, ...answer.dependents.map((item) => item.id)].filter((id) => toolStepOf(x.node(id))).length),
     dependentList(x, answer.dependents, seqOf),
     form,
   );
