@@ -5,6 +5,7 @@ Every 4xx/5xx answer under /api/ has the body of API.md:
 """
 
 import logging
+import math
 from typing import Any
 
 from django.conf import settings
@@ -23,7 +24,7 @@ from rest_framework.views import APIView, set_rollback
 
 from dellm_site import overload
 from dellm_site.auth import token_create
-from dellm_site.errors import DomainError, ValidationFailed
+from dellm_site.errors import DomainError, Throttled, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = exceptions.PermissionDenied(*exc.args)
     set_rollback()
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+        headers = {}
+        if isinstance(exc, Throttled) and exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers)
     if isinstance(exc, exceptions.ValidationError):
         return _validation_response(exc)
     if isinstance(exc, exceptions.APIException):

@@ -34,6 +34,17 @@ class Conflict(DomainError):
     status = 409
 
 
+class Throttled(DomainError):
+    """Over a rate-limited budget; `retry_after` (seconds) goes out as the Retry-After header."""
+
+    code = "throttled"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
 class UpstreamFailed(DomainError):
     """The LLM or embedding endpoint failed; `transient` marks retryable faults."""
 
