@@ -296,10 +296,11 @@ DELLM_LLM = env_choice(
 DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
 # The work one deletion preview spends on redactions, synchronous in the request
 # (provenance/services.py): the matched user messages it scans, oldest first, and
-# their characters in all. The rules are linear (about 0.1 s per 100,000
-# characters on one core, `make bench` part `redaction`); the defaults hold a
-# preview to about 0.2 s of matching, 30 previews a minute. Messages past either
-# cap are listed as unscanned (deleted whole unless the user edits them).
+# their characters in all. The rules are linear, about 30-40 ms per
+# 20,000-character message (`make bench` part `redaction`, 2 shared cores); the
+# default holds one preview to 10 such messages, 0.3-0.4 s in all, so 30 previews
+# a minute stay well under a core. Messages past either cap are listed as
+# unscanned (deleted whole unless the user writes their text).
 # With a model, each redaction is also one model call charged to the chat budget.
 DELLM_REDACTION_MAX_MESSAGES = env_int("DELLM_REDACTION_MAX_MESSAGES", 50)
 DELLM_REDACTION_MAX_CHARS = env_int("DELLM_REDACTION_MAX_CHARS", 200_000)

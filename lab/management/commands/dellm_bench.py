@@ -24,12 +24,14 @@ from lab.bench.measure import (
     turn_bench,
     vectors_kind,
 )
+from lab.bench.redaction import redaction_bench
 from lab.bench.report import report_write
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import")
-# Parts that bring their own data: throwaway users (lab/bench/load.py) or a
-# generated export (lab/bench/imports.py); no `dellm_seed` needed.
-SELF_CONTAINED = {"streams", "soak", "import"}
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import", "redaction")
+# Parts that bring their own data: throwaway users (lab/bench/load.py,
+# lab/bench/redaction.py) or a generated export (lab/bench/imports.py); no
+# `dellm_seed` needed.
+SELF_CONTAINED = {"streams", "soak", "import", "redaction"}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -164,6 +166,8 @@ class Command(BaseCommand):
         if part == "import":
             lengths = tuple(int(size) for size in options["import_edge_lengths"].split(",") if size.strip())
             return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
+        if part == "redaction":
+            return redaction_bench(seed=options["seed"])
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
