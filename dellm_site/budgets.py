@@ -23,19 +23,22 @@ class _Budget(SimpleRateThrottle):
     def take(self, *, user_id: int, wanted: int) -> tuple[int, float | None]:
         if self.rate is None:
             return wanted, None
+        most, duration = self.parse_rate(self.rate)
+        assert most is not None and duration is not None  # a rate was given
         # The same key as ScopedRateThrottle's for a signed-in user.
-        self.key = self.cache_format % {"scope": self.scope, "ident": user_id}
-        self.history = cache.get(self.key, [])
-        self.now = self.timer()
-        while self.history and self.history[-1] <= self.now - self.duration:
-            self.history.pop()
-        taken = max(0, min(wanted, self.num_requests - len(self.history)))
+        key = self.cache_format % {"scope": self.scope, "ident": user_id}
+        history: list[float] = cache.get(key, [])
+        now = self.timer()
+        while history and history[-1] <= now - duration:
+            history.pop()
+        taken = max(0, min(wanted, most - len(history)))
         if not taken:
-            return 0, self.wait()
+            # The oldest unit in the window frees first.
+            return 0, duration - (now - history[-1]) if history else None
         # Like DRF, a read then a write: two requests at once may both take the
         # last units (the throttles accept the same race).
-        self.history[:0] = [self.now] * taken
-        cache.set(self.key, self.history, self.duration)
+        history[:0] = [now] * taken
+        cache.set(key, history, duration)
         return taken, None
 
 
@@ -43,7 +46,7 @@ def budget_take(*, user_id: int, scope: str, wanted: int) -> tuple[int, float | 
     """Take up to `wanted` units of `scope` (a DEFAULT_THROTTLE_RATES name) for the user.
 
     Returns how many were taken and, when none was left, the seconds until one
-    is (DRF's `wait`).
+    is.
     """
     if wanted <= 0:
         return 0, None
