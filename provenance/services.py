@@ -165,6 +165,7 @@ def deletion_preview(
     expire_at: datetime | None = None,
     selector: str | None = None,
     derived: str | None = None,
+    offer_redactions: bool = True,
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
@@ -180,6 +181,8 @@ def deletion_preview(
     the preview's caps (`redactions_unscanned` lists the messages past them).
     With a model configured those are model calls charged to the owner's chat
     budget: Throttled (429), and no audit row, when the budget is spent.
+    A caller that shows no redaction (a `/v1` answer, a staff request) passes
+    `offer_redactions=False` and spends nothing on them.
     """
     _validate_mode(mode)
     derived = _validate_derived(derived)
@@ -211,7 +214,7 @@ def deletion_preview(
     # Before the audit row: a preview refused for the chat budget changes nothing.
     proposals, unscanned = (
         _redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic)
-        if kind in ("exact", "semantic") and mode != Mode.EXPIRE
+        if offer_redactions and kind in ("exact", "semantic") and mode != Mode.EXPIRE
         else ([], [])
     )
     deletion = DeletionRequest.objects.create(

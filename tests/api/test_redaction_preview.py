@@ -1,9 +1,13 @@
 """A redaction preview's work is bounded: caps per preview, model rewrites charged to the chat budget (issue 20, 4)."""
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from chat.embeddings import embed_one
+from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
 from tests.factories import make_message
 
@@ -89,3 +93,17 @@ def test_rules_alone_spend_no_chat_budget(api, thread, chat_rate):
     chat_rate("1/min")
     assert [preview(api).status_code for _ in range(3)] == [201, 201, 201]
     assert api.post(f"/api/threads/{thread.pk}/messages/", {"content": "hello"}, format="json").status_code == 202
+
+
+def test_previews_that_show_no_redaction_ask_no_model(thread, owner, settings, openai_server, staff_client):
+    fact = make_message(thread, content=NURSE, embedding=embed_one(NURSE))
+    settings.DELLM_LLM = "openai"
+    v1 = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)[1]}")
+    body = {"model": "dellm", "messages": [{"role": "user", "content": "Forget that I live in Paris"}]}
+    assert v1.post("/v1/chat/completions", body, content_type="application/json").status_code == 200
+    request = reverse("admin:provenance_deletionrequest_subject_request")
+    staff = staff_client.post(request, {"owner": owner.pk, "selector": "exact", "value": "Paris", "mode": "purge"})
+    assert staff.status_code == 302
+    assert [d.matched_ids for d in DeletionRequest.objects.order_by("pk")] == [[fact.pk], [fact.pk]]
+    # The /v1 answer is a sentence and a link; staff delete whole messages: no rewrite was asked for.
+    assert [r["path"] for r in openai_server.requests if r["path"].endswith("/chat/completions")] == []
