@@ -45,16 +45,16 @@ def _text(words: list[str], chars: int) -> str:
     return " ".join(words)[:chars].rstrip()
 
 
-def _message(rng: np.random.Generator, query_words: list[str]) -> str:
+def _message(rng: np.random.Generator, query_words: list[str], chars: int) -> str:
     clauses = []
-    # More than enough clauses (about 25 characters each), cut to exactly CHARS.
-    for n in range(CHARS // 20):
+    # More than enough clauses (about 25 characters each), cut to exactly `chars`.
+    for n in range(chars // 20):
         clause = _words(rng, "m", 4)
         if n % 10 == 0:
             clause[2] = str(rng.choice(query_words))
         clauses.append(" ".join(clause))
     sentences = [", ".join(clauses[i : i + 5]) + "." for i in range(0, len(clauses), 5)]
-    return " ".join(sentences)[:CHARS]
+    return " ".join(sentences)[:chars]
 
 
 def _timed(runs: int, call) -> dict[str, float]:
@@ -66,12 +66,12 @@ def _timed(runs: int, call) -> dict[str, float]:
     return {"p50": statistics.median(seconds), "max": max(seconds), "n": runs}
 
 
-def redaction_bench(*, runs: int = 3, seed: int = 0) -> dict[str, Any]:
+def redaction_bench(*, messages: int = MESSAGES, chars: int = CHARS, runs: int = 3, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    query_words = _words(rng, "q", CHARS // 6)
-    query = _text(query_words, CHARS)
-    texts = [_message(rng, query_words) for _ in range(MESSAGES)]
-    assert all(len(text) == CHARS for text in texts)
+    query_words = _words(rng, "q", chars // 6)
+    query = _text(query_words, chars)
+    texts = [_message(rng, query_words, chars) for _ in range(messages)]
+    assert all(len(text) == chars for text in texts)
     owner = get_user_model().objects.create_user(username=f"{USERNAME_PREFIX}{uuid.uuid4().hex[:8]}")
     try:
         thread = Thread.objects.create(owner=owner, title="redaction bench")
@@ -88,7 +88,7 @@ def redaction_bench(*, runs: int = 3, seed: int = 0) -> dict[str, Any]:
             "unscanned": len(capped.redactions_unscanned),
             "seconds": _timed(runs, preview),
         }
-        with override_settings(DELLM_REDACTION_MAX_MESSAGES=MESSAGES, DELLM_REDACTION_MAX_CHARS=MESSAGES * CHARS):
+        with override_settings(DELLM_REDACTION_MAX_MESSAGES=messages, DELLM_REDACTION_MAX_CHARS=messages * chars):
             uncapped = preview()
             uncapped_row = {
                 "matched": len(uncapped.matched_ids),
@@ -110,8 +110,8 @@ def redaction_bench(*, runs: int = 3, seed: int = 0) -> dict[str, Any]:
                 cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner.pk])
             get_user_model().objects.filter(pk=owner.pk).delete()
     return {
-        "messages": MESSAGES,
-        "chars": CHARS,
+        "messages": messages,
+        "chars": chars,
         "query_chars": len(query),
         "caps": {"messages": settings.DELLM_REDACTION_MAX_MESSAGES, "chars": settings.DELLM_REDACTION_MAX_CHARS},
         "capped": capped_row,

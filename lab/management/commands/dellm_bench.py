@@ -76,6 +76,10 @@ class Command(BaseCommand):
             default="100,500,2000",
             help="Conversation lengths whose conservative provenance edges are timed (comma-separated).",
         )
+        parser.add_argument(
+            "--redaction-messages", type=int, default=50, help="Matched messages in the redaction part's preview."
+        )
+        parser.add_argument("--redaction-chars", type=int, default=20_000, help="Characters of each, and of the query.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -167,7 +171,9 @@ class Command(BaseCommand):
             lengths = tuple(int(size) for size in options["import_edge_lengths"].split(",") if size.strip())
             return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
         if part == "redaction":
-            return redaction_bench(seed=options["seed"])
+            return redaction_bench(
+                messages=options["redaction_messages"], chars=options["redaction_chars"], seed=options["seed"]
+            )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
