@@ -277,8 +277,8 @@ def _redaction_proposals(
         taken, wait = budget_take(user_id=owner.pk, scope="chat", wanted=len(by_rules))
         if not taken:
             raise Throttled(
-                f"The {len(by_rules)} redactions of this preview are written by the model, and your chat "
-                "budget is spent; try again shortly.",
+                "The model writes this preview's redactions, one call each from your chat budget, "
+                "and that budget is spent; try again shortly.",
                 retry_after=wait,
             )
         topic = exact if exact is not None else semantic or ""
