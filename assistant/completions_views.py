@@ -202,6 +202,9 @@ def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Compl
         actor=owner,
         mode=TYPED_REQUEST_MODE,
         selector="request",
+        # The answer is a sentence and a link to the stored preview, which keeps
+        # no redaction text: one made here would be a model call nobody sees.
+        offer_redactions=False,
         **resolve_deletion_request(owner=owner, text=text),
     )
     link = http.build_absolute_uri(f"/?deletion={deletion.pk}")

@@ -5,6 +5,7 @@ Every 4xx/5xx answer under /api/ has the body of API.md:
 """
 
 import logging
+import math
 from typing import Any
 
 from django.conf import settings
@@ -99,7 +100,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = exceptions.PermissionDenied(*exc.args)
     set_rollback()
     if isinstance(exc, DomainError):
-        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        headers = {}
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers)
     if isinstance(exc, exceptions.ValidationError):
         return _validation_response(exc)

@@ -9,7 +9,7 @@ class DomainError(Exception):
     code = "invalid"
     status = 400
     # Seconds after which the same request may succeed (429): sent as `Retry-After`.
-    retry_after: int | None = None
+    retry_after: float | None = None
 
     def __init__(self, message: str, *, code: str | None = None, fields: dict | None = None):
         super().__init__(message)
@@ -34,6 +34,17 @@ class NotFound(DomainError):
 class Conflict(DomainError):
     code = "conflict"
     status = 409
+
+
+class Throttled(DomainError):
+    """Over a rate-limited budget; `retry_after` (seconds) goes out as the Retry-After header."""
+
+    code = "throttled"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
 
 
 class UpstreamFailed(DomainError):

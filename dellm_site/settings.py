@@ -294,6 +294,16 @@ DELLM_LLM = env_choice(
 # Redacting part of a message: with a model configured, the preview offers its
 # rewrite (the user approves the exact text); off, or offline, the rule-based one.
 DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
+# The work one deletion preview spends on redactions, synchronous in the request
+# (provenance/services.py): the matched user messages it scans, oldest first, and
+# their characters in all. The rules are linear, about 30-40 ms per
+# 20,000-character message (`make bench` part `redaction`, 2 shared cores); the
+# default holds one preview to 10 such messages, 0.3-0.4 s in all, so 30 previews
+# a minute stay well under a core. Messages past either cap are listed as
+# unscanned (deleted whole unless the user writes their text).
+# With a model, each redaction is also one model call charged to the chat budget.
+DELLM_REDACTION_MAX_MESSAGES = env_int("DELLM_REDACTION_MAX_MESSAGES", 50)
+DELLM_REDACTION_MAX_CHARS = env_int("DELLM_REDACTION_MAX_CHARS", 200_000)
 DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
 # The embedder's vector dimension; 0 (the default for `openai`): probed once
 # per process from the model. The column has none (any embedder, any

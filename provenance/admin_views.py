@@ -225,6 +225,8 @@ def subject_request_view(request: StaffRequest, model_admin: "ModelAdmin[Deletio
                 mode=data["mode"],
                 depth=data["depth"],
                 expire_at=data["expire_at"],
+                # Staff delete whole messages; a redaction is the user's own choice.
+                offer_redactions=False,
                 **data["selection"],
             )
         except DomainError as error:

@@ -97,6 +97,8 @@ class DeletionRequest(models.Model):
     # Redacted texts offered by the preview that created this object: set by
     # `deletion_preview`, answered once, never stored (they are message text).
     redaction_proposals: tuple[dict[str, Any], ...] = ()
+    # Matched user messages that preview did not scan for a redaction (past its caps).
+    redactions_unscanned: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         return f"Deletion {self.pk} ({self.mode}, {self.status})"

@@ -7,11 +7,20 @@ capital letter and a final period. "I live in Paris and work as a nurse."
 without "I live in Paris" is "I work as a nurse.": a kept clause that lost
 its subject with the dropped one gets that subject back.
 
-Everything here is linear in the text: one tokenizing pass with a regular
-expression whose alternatives cannot backtrack, then plain list walks.
+Everything here is linear in len(text) + len(query): one tokenizing pass with
+a regular expression whose alternatives cannot backtrack, a `Matcher` built
+once from the query (a set of words and of their stems, or the phrase's
+Knuth-Morris-Pratt table), then plain list walks in which each step looks at
+one token. A preview builds its `Matcher` once for all the messages it scans.
+(The matching this replaces compared every token with every query word: a
+20,000-character query against one 20,000-character message took 4 s.)
+`tests/provenance/test_redaction_linear.py` counts the steps on adversarial
+input.
 
 `redact_with_model` asks the configured OpenAI-compatible model for the same
-rewrite; the user approves (and may edit) the exact text either way.
+rewrite; the user approves (and may edit) the exact text either way. The
+preview (provenance/services.py) decides which messages get one, within the
+user's chat budget.
 """
 
 import logging
@@ -60,31 +69,85 @@ def _tokens(text: str) -> list[_Token]:
     return [_Token(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
-def _same_word(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    return len(a) >= _STEM and len(b) >= _STEM and a[:_STEM] == b[:_STEM]
+def _failure(pattern: list[int]) -> list[int]:
+    """Knuth-Morris-Pratt: failure[k] is the longest proper border of pattern[: k + 1]."""
+    failure = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = failure[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        failure[i] = k
+    return failure
 
 
-def _matched_exact(tokens: list[_Token], phrase: str) -> set[int]:
-    """Indices of the tokens inside an occurrence of `phrase` (by words, case-insensitive)."""
-    wanted = [t.word for t in _tokens(phrase)]
-    if not wanted:
-        return set()
-    words = [t.word for t in tokens]
-    hits: set[int] = set()
-    # At most len(tokens) x len(wanted) comparisons: the phrase is bounded by
-    # the request size, the message by DELLM_MAX_MESSAGE_CHARS.
-    for i in range(len(words) - len(wanted) + 1):
-        if words[i : i + len(wanted)] == wanted:
-            hits.update(range(i, i + len(wanted)))
-    return hits
+class Matcher:
+    """Which tokens of a message hold what a selection asks to forget; built once per query.
 
+    `exact` matches a phrase word by word (case-insensitive, every occurrence,
+    overlapping ones too); `semantic` matches the content words of a query and
+    their forms ("live" also matches "lives": the same first `_STEM` letters).
+    """
 
-def _matched_words(tokens: list[_Token], query: str) -> set[int]:
-    """Indices of the tokens that are one of the query's content words (or a form of one)."""
-    wanted = {t.word for t in _tokens(query) if t.is_word and t.word not in _STOPWORDS}
-    return {i for i, t in enumerate(tokens) if t.is_word and any(_same_word(t.word, w) for w in wanted)}
+    def __init__(self, *, exact: str | None = None, semantic: str | None = None) -> None:
+        self._exact = exact is not None
+        self._phrase: list[int] = []
+        self._vocabulary: dict[str, int] = {}
+        self._words: set[str] = set()
+        self._stems: set[str] = set()
+        if exact is not None:
+            wanted = [t.word for t in _tokens(exact)]
+            # Words become small integers, so each comparison of the scan is O(1).
+            self._vocabulary = {word: number for number, word in enumerate(dict.fromkeys(wanted))}
+            self._phrase = [self._vocabulary[word] for word in wanted]
+            self._failure = _failure(self._phrase)
+        elif semantic is not None:
+            self._words = {t.word for t in _tokens(semantic) if t.is_word and t.word not in _STOPWORDS}
+            self._stems = {word[:_STEM] for word in self._words if len(word) >= _STEM}
+
+    def matched(self, tokens: list[_Token]) -> set[int]:
+        """Indices of the matched tokens, in one pass over `tokens`."""
+        if self._exact:
+            return self._matched_phrase(tokens) if self._phrase else set()
+        hits = set()
+        for i, token in enumerate(tokens):
+            if not token.is_word:
+                continue
+            word = token.word
+            # `word` equals a query word, or shares its stem with one: the stem
+            # set holds every query word's, so one lookup replaces a scan of them.
+            if word in self._words or (len(word) >= _STEM and word[:_STEM] in self._stems):
+                hits.add(i)
+        return hits
+
+    def _matched_phrase(self, tokens: list[_Token]) -> set[int]:
+        phrase, failure, length = self._phrase, self._failure, len(self._phrase)
+        hits: set[int] = set()
+        marked = 0  # tokens before this index are already in `hits`
+        k = 0
+        for i, token in enumerate(tokens):
+            word = self._vocabulary.get(token.word, -1)
+            # Each step back shortens the match that earlier steps lengthened:
+            # at most len(tokens) of them in all.
+            while k and phrase[k] != word:
+                k = failure[k - 1]
+            if phrase[k] == word:
+                k += 1
+            if k == length:
+                # Overlapping occurrences mark only the tokens not yet marked.
+                hits.update(range(max(marked, i + 1 - length), i + 1))
+                marked = i + 1
+                k = failure[k - 1]
+        return hits
+
+    def redact(self, text: str) -> str | None:
+        """`text` without the clauses that hold the matched words; None if nothing (or everything) would go."""
+        tokens = _tokens(text)
+        matched = self.matched(tokens)
+        if not matched:
+            return None
+        return _reassembled(text, tokens, matched)
 
 
 def _clauses(tokens: list[_Token]) -> list[list[list[int]]]:
@@ -107,62 +170,50 @@ def _clauses(tokens: list[_Token]) -> list[list[list[int]]]:
     return [[c for c in s if c] for s in sentences if any(s)]
 
 
-def _render(text: str, tokens: list[_Token], indices: list[int]) -> str:
-    """The clause's own text, from its first to its last token (inner spacing kept)."""
-    return text[tokens[indices[0]].start : tokens[indices[-1]].end]
+def _reassembled(text: str, tokens: list[_Token], matched: set[int]) -> str | None:
+    """The sentences without their matched clauses, or None if nothing (or everything) went."""
+    kept_sentences: list[str] = []
+    dropped_any = False
+    for sentence in _clauses(tokens):
+        # Runs of neighbouring kept clauses, as [first token, last token]: a run
+        # is kept with what joined it in the original (", and", " but").
+        runs: list[list[int]] = []
+        carried_subject: str | None = None
+        previous_kept: int | None = None
+        for number, clause in enumerate(sentence):
+            if any(i in matched for i in clause):
+                dropped_any = True
+                first = tokens[clause[0]]
+                # "I live in Paris and work as a nurse": the next clause shares the subject.
+                if not runs and first.word in _SUBJECTS:
+                    carried_subject = "I" if first.word == "i" else first.text.lower()
+                continue
+            if previous_kept == number - 1:
+                runs[-1][1] = clause[-1]
+            else:
+                runs.append([clause[0], clause[-1]])
+            previous_kept = number
+        if not runs:
+            continue
+        parts = [text[tokens[first].start : tokens[last].end] for first, last in runs]
+        if carried_subject is not None and tokens[runs[0][0]].word not in _SUBJECTS:
+            parts[0] = f"{carried_subject} {parts[0]}"
+        sentence_text = ", ".join(parts)
+        sentence_text = sentence_text[0].upper() + sentence_text[1:]
+        kept_sentences.append(sentence_text.rstrip(" ,;") + ".")
+    if not dropped_any or not kept_sentences:
+        return None
+    return " ".join(kept_sentences)
 
 
 def redact_text(*, text: str, exact: str | None = None, semantic: str | None = None) -> str | None:
     """`text` without the clauses that hold the matched words; None if nothing (or everything) would go.
 
     `exact` matches a phrase word by word; `semantic` matches the content words
-    of a query (and their forms: "live" also matches "lives").
+    of a query (and their forms: "live" also matches "lives"). A caller with
+    many texts for one query builds the `Matcher` once instead.
     """
-    tokens = _tokens(text)
-    if exact is not None:
-        matched = _matched_exact(tokens, exact)
-    elif semantic is not None:
-        matched = _matched_words(tokens, semantic)
-    else:
-        return None
-    if not matched:
-        return None
-    kept_sentences: list[str] = []
-    dropped_any = False
-    for sentence in _clauses(tokens):
-        kept: list[str] = []
-        carried_subject: str | None = None
-        previous_kept: int | None = None
-        carried_prefix = ""
-        for number, clause in enumerate(sentence):
-            if matched.intersection(clause):
-                dropped_any = True
-                first = tokens[clause[0]]
-                # "I live in Paris and work as a nurse": the next clause shares the subject.
-                if not kept and first.word in _SUBJECTS:
-                    carried_subject = "I" if first.word == "i" else first.text.lower()
-                continue
-            if previous_kept == number - 1:
-                # Neighbours in the original: keep what joined them (", and", " but").
-                kept[-1] = text[tokens[sentence[previous_kept][0]].start : tokens[clause[-1]].end]
-                if carried_prefix:
-                    kept[-1] = f"{carried_prefix} {kept[-1]}"
-            else:
-                part = _render(text, tokens, clause)
-                carried_prefix = ""
-                if carried_subject is not None and not kept and tokens[clause[0]].word not in _SUBJECTS:
-                    carried_prefix = carried_subject
-                    part = f"{carried_subject} {part}"
-                kept.append(part)
-            carried_subject = None
-            previous_kept = number
-        if kept:
-            sentence_text = ", ".join(kept)
-            sentence_text = sentence_text[0].upper() + sentence_text[1:]
-            kept_sentences.append(sentence_text.rstrip(" ,;") + ".")
-    if not dropped_any or not kept_sentences:
-        return None
-    return " ".join(kept_sentences)
+    return Matcher(exact=exact, semantic=semantic).redact(text)
 
 
 REWRITE_PROMPT = (
@@ -193,14 +244,6 @@ def redact_with_model(*, text: str, topic: str) -> str | None:
     return answer or None
 
 
-def redaction_propose(*, text: str, exact: str | None = None, semantic: str | None = None) -> str | None:
-    """The redacted text offered in a preview: the configured model's rewrite when one is configured, else rules.
-
-    A model rewrite is only asked for when the rules find the matched words in
-    the message (so a message matched by meaning alone is deleted whole), and
-    the rules' answer stands if the model fails.
-    """
-    by_rules = redact_text(text=text, exact=exact, semantic=semantic)
-    if by_rules is None or settings.DELLM_LLM != "openai" or not settings.DELLM_REDACT_WITH_MODEL:
-        return by_rules
-    return redact_with_model(text=text, topic=exact if exact is not None else semantic or "") or by_rules
+def redaction_uses_model() -> bool:
+    """Whether a preview asks the configured model for its redactions (else the rules' text is offered)."""
+    return settings.DELLM_LLM == "openai" and settings.DELLM_REDACT_WITH_MODEL

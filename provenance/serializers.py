@@ -163,6 +163,14 @@ class DeletionSerializer(serializers.ModelSerializer):
     redactions = serializers.SerializerMethodField(
         help_text="Only in the response that creates the preview (never stored): redacted texts on offer."
     )
+    redactions_truncated = serializers.SerializerMethodField(
+        help_text="Only in the response that creates the preview: true if some matched user messages were not "
+        "scanned for a redaction (DELLM_REDACTION_MAX_MESSAGES, DELLM_REDACTION_MAX_CHARS)."
+    )
+    redactions_unscanned = serializers.SerializerMethodField(
+        help_text="Only in the response that creates the preview: ids of those messages, oldest first. "
+        "Confirming deletes them whole unless `redactions` gives a text for them."
+    )
     regeneration = serializers.SerializerMethodField(help_text="Null unless this deletion rewrites replies.")
     undo_removed = serializers.ListField(
         source="undo_removed_ids", child=serializers.IntegerField(), help_text="Rewrites an undo removed."
@@ -202,6 +210,8 @@ class DeletionSerializer(serializers.ModelSerializer):
             "regenerate",
             "model_calls",
             "redactions",
+            "redactions_truncated",
+            "redactions_unscanned",
             "redacted",
             "regeneration",
             "undo_removed",
@@ -226,6 +236,13 @@ class DeletionSerializer(serializers.ModelSerializer):
     @extend_schema_field(RedactionProposalSerializer(many=True))
     def get_redactions(self, deletion: DeletionRequest) -> list[dict[str, Any]]:
         return [dict(proposal) for proposal in deletion.redaction_proposals]
+
+    def get_redactions_truncated(self, deletion: DeletionRequest) -> bool:
+        return bool(deletion.redactions_unscanned)
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_redactions_unscanned(self, deletion: DeletionRequest) -> list[int]:
+        return list(deletion.redactions_unscanned)
 
     @extend_schema_field(RegenerationSerializer(allow_null=True))
     def get_regeneration(self, deletion: DeletionRequest) -> dict | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Length
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -27,12 +28,13 @@ from chat.writer import (
     messages_remove,
     messages_restore,
 )
-from dellm_site.errors import Conflict, NotFound, ValidationFailed
+from dellm_site.budgets import budget_take
+from dellm_site.errors import Conflict, NotFound, Throttled, ValidationFailed
 from dellm_site.locks import owner_lock
 from dellm_site.types import User
 from provenance import erasure
 from provenance.models import DeletionRequest
-from provenance.redaction import redaction_propose
+from provenance.redaction import Matcher, redact_with_model, redaction_uses_model
 from provenance.regeneration import regeneration_plan, regeneration_verify, undo_plan
 from provenance.selectors import dep_ids, explanation_paths
 from provenance.tasks import deletion_fire_task, regeneration_run_task
@@ -44,8 +46,6 @@ Mode = DeletionRequest.Mode
 Status = DeletionRequest.Status
 Derived = DeletionRequest.Derived
 MAX_SELECT_IDS = 10_000
-# Redactions offered by one preview (each is a pass over one message's text).
-MAX_REDACTION_PROPOSALS = 50
 
 
 def _validate_derived(derived: object) -> str:
@@ -165,6 +165,7 @@ def deletion_preview(
     expire_at: datetime | None = None,
     selector: str | None = None,
     derived: str | None = None,
+    offer_redactions: bool = True,
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
@@ -176,7 +177,12 @@ def deletion_preview(
     Side effect: one audit row in status `previewed`. The selection's text is
     used and dropped; it is not stored. An exact or semantic selection also
     gets `redaction_proposals` (not stored): for each matched user message
-    whose matched words sit in part of it, that message without them.
+    whose matched words sit in part of it, that message without them, within
+    the preview's caps (`redactions_unscanned` lists the messages past them).
+    With a model configured those are model calls charged to the owner's chat
+    budget: Throttled (429), and no audit row, when the budget is spent.
+    A caller that shows no redaction (a `/v1` answer, a staff request) passes
+    `offer_redactions=False` and spends nothing on them.
     """
     _validate_mode(mode)
     derived = _validate_derived(derived)
@@ -205,6 +211,12 @@ def deletion_preview(
     plan = regeneration_plan(
         owner_id=owner.pk, removed=live_members, matched=set(matched), redacted={}, rewrite_matched=kind != "ids"
     )
+    # Before the audit row: a preview refused for the chat budget changes nothing.
+    proposals, unscanned = (
+        _redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic)
+        if offer_redactions and kind in ("exact", "semantic") and mode != Mode.EXPIRE
+        else ([], [])
+    )
     deletion = DeletionRequest.objects.create(
         owner=owner,
         actor=actor,
@@ -220,35 +232,67 @@ def deletion_preview(
         dependent_ids=sorted(members - set(matched)),
         explanations={str(node): path for node, path in sorted(paths.items())},
     )
-    deletion.redaction_proposals = (
-        tuple(_redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic))
-        if kind in ("exact", "semantic") and mode != Mode.EXPIRE
-        else ()
-    )
+    deletion.redaction_proposals = tuple(proposals)
+    deletion.redactions_unscanned = tuple(unscanned)
     logger.info("deletion %s previewed: %s matched, %s dependents", deletion.pk, len(matched), len(paths))
     return deletion
 
 
 def _redaction_proposals(
     *, owner: User, matched: list[int], exact: str | None, semantic: str | None
-) -> list[dict[str, Any]]:
-    """[{"message": id, "text": redacted text, "regenerate": [reply ids]}] for the matched user messages."""
-    rows = (
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The redactions on offer, [{"message", "text", "regenerate"}], and the ids of the messages left unscanned.
+
+    Bounded work, all of it in the request: the matched live user messages are
+    scanned oldest first while they fit in DELLM_REDACTION_MAX_MESSAGES and
+    DELLM_REDACTION_MAX_CHARS (the rest are unscanned: the preview says so, and
+    the confirm deletes them whole unless the user sends a text for them); the
+    query is prepared once, and each scan is linear in its message. With a
+    model configured, each message the rules can redact is one model call,
+    taken from the owner's chat budget (the counter of turns and /v1) before
+    any is made; the rules' text stands for those the budget cannot cover, and
+    a preview that needs one and finds the budget spent is refused (429).
+    """
+    candidates = (
         Message.objects.filter(owner=owner, pk__in=matched, role=Message.Role.USER, status__in=Message.LIVE)
         .order_by("seq")
-        .values_list("pk", "content")[:MAX_REDACTION_PROPOSALS]
+        .values_list("pk", Length("content"))
     )
+    most_messages, most_chars = settings.DELLM_REDACTION_MAX_MESSAGES, settings.DELLM_REDACTION_MAX_CHARS
+    scanned: list[int] = []
+    unscanned: list[int] = []
+    chars = 0
+    for pk, length in candidates:
+        # The first message past a cap ends the scan: the scanned ones stay the oldest.
+        if not unscanned and len(scanned) < most_messages and chars + length <= most_chars:
+            scanned.append(pk)
+            chars += length
+        else:
+            unscanned.append(pk)
+    matcher = Matcher(exact=exact, semantic=semantic)
+    contents = dict(Message.objects.filter(pk__in=scanned).values_list("pk", "content"))
+    by_rules = [(pk, text) for pk in scanned if (text := matcher.redact(contents[pk])) is not None]
+    texts = dict(by_rules)
+    if by_rules and redaction_uses_model():
+        taken, wait = budget_take(user_id=owner.pk, scope="chat", wanted=len(by_rules))
+        if not taken:
+            raise Throttled(
+                "The model writes this preview's redactions, one call each from your chat budget, "
+                "and that budget is spent; try again shortly.",
+                retry_after=wait,
+            )
+        topic = exact if exact is not None else semantic or ""
+        for pk, _ in by_rules[:taken]:
+            texts[pk] = redact_with_model(text=contents[pk], topic=topic) or texts[pk]
+        logger.info("redaction preview for owner %s: %s model calls charged", owner.pk, taken)
     proposals = []
-    for pk, content in rows:
-        text = redaction_propose(text=content, exact=exact, semantic=semantic)
-        if text is None:
-            continue
+    for pk, _ in by_rules:
         members = dep_ids(owner_id=owner.pk, roots=[pk])
         plan = regeneration_plan(
             owner_id=owner.pk, removed=members, matched=set(matched), redacted={pk: None}, rewrite_matched=True
         )
-        proposals.append({"message": pk, "text": text, "regenerate": [reply for reply, _, _ in plan]})
-    return proposals
+        proposals.append({"message": pk, "text": texts[pk], "regenerate": [reply for reply, _, _ in plan]})
+    return proposals, unscanned
 
 
 def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:

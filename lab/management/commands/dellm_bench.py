@@ -25,6 +25,7 @@ from lab.bench.measure import (
     turn_bench,
     vectors_kind,
 )
+from lab.bench.redaction import redaction_bench
 from lab.bench.report import report_write
 from lab.bench.thread_page import thread_page_bench
 
@@ -40,15 +41,18 @@ PARTS = (
     "import",
     "import_taint",
     "thread_page",
+    "redaction",
 )
-# Parts that bring their own data: throwaway users (lab/bench/load.py) or a
-# generated export (lab/bench/imports.py); no `dellm_seed` needed.
+# Parts that bring their own data: throwaway users (lab/bench/load.py,
+# lab/bench/redaction.py) or a generated
+# export (lab/bench/imports.py); no `dellm_seed` needed.
 SELF_CONTAINED = {
     "streams",
     "soak",
     "import",
     "import_taint",
     "thread_page",
+    "redaction",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -97,6 +101,10 @@ class Command(BaseCommand):
             default="100,500,2000",
             help="Conversation lengths whose conservative provenance edges are timed (comma-separated).",
         )
+        parser.add_argument(
+            "--redaction-messages", type=int, default=50, help="Matched messages in the redaction part's preview."
+        )
+        parser.add_argument("--redaction-chars", type=int, default=20_000, help="Characters of each, and of the query.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -191,6 +199,10 @@ class Command(BaseCommand):
             return import_taint_bench(messages=options["taint_messages"])
         if part == "thread_page":
             return thread_page_bench(requests=options["page_loads"] * 6, seed=options["seed"])
+        if part == "redaction":
+            return redaction_bench(
+                messages=options["redaction_messages"], chars=options["redaction_chars"], seed=options["seed"]
+            )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
