@@ -560,7 +560,7 @@ class _Http:
                 self.counts[f"transport {type(exc).__name__} {method}"] += 1
             raise
         self._count(method, path, response.status_code)
-        if response.status_code == 429:
+        if response.status_code in (429, 503):  # the contract: come back after Retry-After
             self.pause(float(response.headers.get("Retry-After") or 1))
         return response
 
@@ -641,7 +641,7 @@ def _sign_in(http: _Http, username: str, password: str) -> bool:
         if response.status_code == 200:
             http.client.headers["Authorization"] = f"Token {response.json()['token']}"
             return True
-        if response.status_code != 429:
+        if response.status_code not in (429, 503):
             return False
     return False
 
@@ -651,9 +651,10 @@ def _sign_in(http: _Http, username: str, password: str) -> bool:
 SOAK_MIX = {"chat": 55, "delete": 25, "import": 4, "read": 16}
 
 
-def _soak_user(soak: _Soak, username: str, password: str, rng: random.Random) -> None:
-    """One user for the whole run: sign in, then chat, delete and undo, import, and read, with pauses between."""
+def _soak_user(soak: _Soak, username: str, password: str, rng: random.Random, start: float) -> None:
+    """One user from `start` (monotonic) to the end: sign in, then chat, delete and undo, import, and read."""
     http = soak.http()
+    http.pause(start - time.monotonic())
     try:
         if not _sign_in(http, username, password):
             soak.tally("sign-in failed")
@@ -837,10 +838,11 @@ def soak_bench(
     """`users` users chatting, deleting, undoing and importing for `seconds`, with `streams` turn streams held open.
 
     Against web + worker + beat started from the Procfile as `make run` does.
-    Every process's memory is sampled every `sample_every` seconds and its slope
-    fitted after `warm_up` seconds (default: the first fifth, at most 120 s);
-    connections per process type are sampled from `pg_stat_activity`. Then every
-    held stream must deliver its turn's end, and each user is checked for I1.
+    The users arrive one by one over the warm-up. Every process's memory is
+    sampled every `sample_every` seconds and its slope fitted after `warm_up`
+    seconds (default: the first fifth, at most 120 s); connections per process
+    type are sampled from `pg_stat_activity`. Then every held stream must
+    deliver its turn's end, and each user is checked for I1.
     `mix` weighs the users' actions (SOAK_MIX). Logs of the three process types
     land in `logs` (kept) or a temporary folder.
     """
@@ -876,13 +878,22 @@ def soak_bench(
                     watch.append(threading.Thread(target=_soak_watch, args=(soak, http, turn, finished, held_outcome)))
                 for thread in watch:
                     thread.start()
+                # Users arrive spread over the warm-up, as people do: each sign-in checks a password
+                # (PBKDF2, DELLM_SIGN_IN_CONCURRENCY at a time), 50 at one instant are a burst of CPU.
+                started = time.monotonic()
                 clients = [
                     threading.Thread(
-                        target=_soak_user, args=(soak, user.username, password, random.Random(rng.random()))
+                        target=_soak_user,
+                        args=(
+                            soak,
+                            user.username,
+                            password,
+                            random.Random(rng.random()),
+                            started + i * warm_up / users,
+                        ),
                     )
-                    for user in owners
+                    for i, user in enumerate(owners)
                 ]
-                started = time.monotonic()
                 for thread in clients:
                     thread.start()
                 streams_low = None

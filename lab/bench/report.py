@@ -178,12 +178,13 @@ def _soak_section(soak: dict) -> list[str]:
     return [
         "## 8. Soak: the `make run` stack under a mix of users",
         f"{soak['users']} users for {soak['seconds']:.0f} s against web, worker and beat started from the Procfile "
-        f"with `make run`'s settings (DJANGO_DEBUG=true) on the bench database, plus {settings}. Each user signs in "
-        "(`POST /api/auth/token/`), then, with 0.5-2 s pauses, chats (each turn followed on its stream to its "
+        f"with `make run`'s settings (DJANGO_DEBUG=true) on the bench database, plus {settings}. The users arrive "
+        f"one by one over the first {soak['warm_up_s']:.0f} s; each signs in (`POST /api/auth/token/`), then, with "
+        "0.5-2 s pauses, chats (each turn followed on its stream to its "
         "end), deletes one of their messages (preview, confirm; soft 3 in 4, else purge) and undoes 6 in 10 soft "
-        "ones, imports a small JSONL history (followed on its stream), or reads (thread, graph, deletions); a 429 "
-        f"waits out its Retry-After. Meanwhile {soak['streams']} turn streams of watcher users stay open on pending "
-        "turns, each reopened after its `timeout`, and at the end every one of them must deliver the turn's end.",
+        "ones, imports a small JSONL history (followed on its stream), or reads (thread, graph, deletions); a "
+        f"429 or 503 waits out its Retry-After. Meanwhile {soak['streams']} turn streams of watcher users stay open "
+        "on pending turns, each reopened after its `timeout`; at the end each must deliver the turn's end.",
         _table(
             ["requests", "5xx", "responses", "actions", "turns", "imports", "held streams", "I1 violations"],
             [
