@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from lab.bench.load import USER_PREFIX, soak_bench, streams_bench
+from lab.bench.report import report_write
 
 pytestmark = pytest.mark.worker
 
@@ -20,7 +21,7 @@ def test_streams_bench_opens_and_finishes_every_stream(transactional_db):
     assert not get_user_model().objects.filter(username__startswith=USER_PREFIX).exists()
 
 
-def test_soak_bench_runs_the_procfile_stack_to_the_end_of_every_turn_and_import(transactional_db):
+def test_soak_bench_runs_the_procfile_stack_to_the_end_of_every_turn_and_import(transactional_db, tmp_path):
     mix = {"chat": 2, "delete": 1, "import": 1, "read": 1}
     result = soak_bench(users=3, streams=5, seconds=20, warm_up=5, sample_every=1, mix=mix)
 
@@ -52,3 +53,10 @@ def test_soak_bench_runs_the_procfile_stack_to_the_end_of_every_turn_and_import(
     assert 1 <= peak["worker"] <= budget["worker"]
     assert peak["beat"] <= budget["beat"]
     assert not get_user_model().objects.filter(username__startswith=USER_PREFIX).exists()
+    # The report: its target row, its section, and the memory chart.
+    meta = {"command": "dellm_bench --parts soak", "data": "-", "vectors": "-", "machine": "-", "seconds": 1.0}
+    paths = report_write(out=tmp_path, meta=meta, results={"soak": result})
+    report = paths["report"].read_text()
+    assert "| Soak of the `make run` stack, 3 users chatting, importing, deleting and undoing with 5 streams" in report
+    assert "## 8. Soak: the `make run` stack under a mix of users" in report
+    assert "soak_memory.png" in paths
