@@ -80,7 +80,8 @@ eval: setup
 
 # Benchmarks at scale in a throwaway embedded PostgreSQL (about 20 min on 2 cores at
 # BENCH_SCALE=full: 1M messages over 100 users plus users of 1k, 2k and 100k messages;
-# BENCH_SCALE=small: 200k messages, random vectors, a few minutes).
+# BENCH_SCALE=small: 200k messages, random vectors, a few minutes), plus the soak's
+# 10 minutes of the `make run` stack under 50 users (`dellm_bench --soak-seconds`, lab/README.md).
 # REPORT.md, README_SECTION.md, results.json and the charts land in bench-results/.
 BENCH_SCALE ?= full
 bench: export DELLM_LAB = 1

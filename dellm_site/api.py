@@ -23,7 +23,7 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView, set_rollback
 
 from dellm_site import overload
-from dellm_site.auth import token_create
+from dellm_site.auth import password_check_slot, token_create
 from dellm_site.errors import DomainError, ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -316,14 +316,21 @@ class TokenView(APIView):
     def post(self, request: Request) -> Response:
         credentials = TokenRequestSerializer(data=request.data)
         credentials.is_valid(raise_exception=True)
-        # Django's own request: django-axes marks it when the username is locked
-        # out, and its middleware then answers 429 (dellm_site.auth.lockout_response).
-        user = authenticate(request._request, **credentials.validated_data)
-        if user is None or not user.is_active:
-            raise ValidationFailed(
-                "Unable to sign in with those credentials.", fields={"non_field_errors": "invalid credentials"}
-            )
-        instance, token = token_create(user=user)
+        with password_check_slot() as admitted:
+            if not admitted:
+                return Response(
+                    error_body("service_unavailable", "Too many sign-ins at once; please try again in a few seconds."),
+                    status=503,
+                    headers={"Retry-After": str(overload.RETRY_AFTER_SECONDS)},
+                )
+            # Django's own request: django-axes marks it when the username is locked
+            # out, and its middleware then answers 429 (dellm_site.auth.lockout_response).
+            user = authenticate(request._request, **credentials.validated_data)
+            if user is None or not user.is_active:
+                raise ValidationFailed(
+                    "Unable to sign in with those credentials.", fields={"non_field_errors": "invalid credentials"}
+                )
+            instance, token = token_create(user=user)
         user_logged_in.send(sender=type(user), request=request, user=user)
         return Response({"token": token, "expiry": instance.expiry})
 

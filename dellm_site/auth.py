@@ -7,6 +7,9 @@ sign-in page, the admin login and `POST /api/auth/token/` alike, are counted by
 django-axes, which locks the username out for a cool-off period.
 """
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +25,27 @@ from knox.models import AuthToken
 from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 from rest_framework.request import Request
+
+# Checking a password costs PBKDF2's iterations of CPU (a few hundred ms on two
+# cores) while the request holds a pooled database connection (django-axes and
+# the user lookup come first). A burst of sign-ins, as when every client comes
+# back at once, held the whole pool hashing and left the other requests (and
+# most sign-ins) to 503 (found by `dellm_bench --parts soak`: 30 of 50 sign-ins
+# at once). At most DELLM_SIGN_IN_CONCURRENCY per process check a password at a
+# time; the others wait, holding no connection, at most DELLM_SIGN_IN_WAIT s.
+_password_checks = threading.BoundedSemaphore(settings.DELLM_SIGN_IN_CONCURRENCY)
+
+
+@contextmanager
+def password_check_slot() -> Iterator[bool]:
+    """Whether this sign-in may check its password now (False: it waited DELLM_SIGN_IN_WAIT in vain)."""
+    admitted = _password_checks.acquire(timeout=settings.DELLM_SIGN_IN_WAIT)
+    try:
+        yield admitted
+    finally:
+        if admitted:
+            _password_checks.release()
+
 
 # `Authorization: Token <t>` is DeLLM's documented scheme (API.md); `Bearer <t>`
 # is what OpenAI-compatible clients send, with the same token.

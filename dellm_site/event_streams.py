@@ -41,12 +41,13 @@ import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, InterfaceError, close_old_connections, connections, reset_queries
 from django.http import HttpRequest, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework import exceptions
 from rest_framework.renderers import BaseRenderer
 
+from dellm_site import overload
 from dellm_site.api_async import error, error_response
 from dellm_site.redis_ns import key
 
@@ -62,6 +63,10 @@ PING_EVERY = 15.0
 # Redis answers a SUBSCRIBE at once; one that does not is as good as down.
 SUBSCRIBE_WITHIN = 5.0
 RETRY_AFTER = 5
+# A read of the state that found the database saturated (every pooled connection
+# busy for DELLM_DB_POOL_TIMEOUT) is tried again this much later; the stream
+# stays open meanwhile, since its 200 is already sent and a 503 can no longer be.
+READ_AGAIN_AFTER = float(overload.RETRY_AFTER_SECONDS)
 
 
 # --- Clients and publishing -----------------------------------------------------
@@ -159,7 +164,9 @@ def on_db_briefly(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
     `thread_sensitive=False`: the thread returns to the executor's pool
     instead of staying bound to the request for the length of its stream, and
-    a stream holds no connection between two reads.
+    a stream holds no connection between two reads. A read is this thread's
+    request: with DEBUG, its query log is cleared as `request_started` clears a
+    request's (otherwise each pool thread kept its last 9,000 queries).
     """
 
     @functools.wraps(fn)
@@ -168,6 +175,8 @@ def on_db_briefly(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         try:
             return fn(*args, **kwargs)
         finally:
+            if settings.DEBUG:  # a test's query capture (DEBUG off) keeps what it counts
+                reset_queries()
             connections.close_all()
 
     return sync_to_async(run, thread_sensitive=False)
@@ -240,10 +249,12 @@ class _Wait:
 
 
 class _Read:
-    """Step: read the state (the driver sends it back)."""
+    """Step: read the state (the driver sends it back, or _UNREAD)."""
 
 
 _READ = _Read()
+# What the driver sends back for a read the database could not serve now.
+_UNREAD = object()
 _Step = str | _Wait | _Read
 
 
@@ -255,8 +266,10 @@ def _wait_loop(watch: Watch[S], *, timeout: float, recheck: float, read_first: b
     on the channel; the state is read again when the watch asks (a message
     says it changed) and every `recheck` seconds, in case a message was lost.
     Messages already queued behind one that asks for a read are handled
-    first, so a burst of pings costs one read. A comment every PING_EVERY
-    seconds; the watch's `timeout()` after `timeout` seconds.
+    first, so a burst of pings costs one read. A read the database could not
+    serve (the driver sends back _UNREAD) is tried again READ_AGAIN_AFTER
+    seconds later. A comment every PING_EVERY seconds; the watch's `timeout()`
+    after `timeout` seconds.
     """
     yield from watch.opening()
     started = time.monotonic()
@@ -266,10 +279,14 @@ def _wait_loop(watch: Watch[S], *, timeout: float, recheck: float, read_first: b
     read = read_first
     while True:
         if read:
-            parts, over = watch.state((yield _READ))
-            yield from parts
-            if over:
-                return
+            state = yield _READ
+            if state is _UNREAD:
+                next_check = min(next_check, time.monotonic() + READ_AGAIN_AFTER)
+            else:
+                parts, over = watch.state(state)
+                yield from parts
+                if over:
+                    return
         now = time.monotonic()
         if now >= deadline:
             break
@@ -288,6 +305,14 @@ def _wait_loop(watch: Watch[S], *, timeout: float, recheck: float, read_first: b
             next_ping = now + PING_EVERY
             yield EventStreamRenderer.PING
     yield from watch.timeout()
+
+
+def _unread(exc: DatabaseError | InterfaceError) -> object:
+    """_UNREAD for a saturated or unreachable database (logged: class and SQLSTATE); anything else propagates."""
+    if not overload.database_unavailable(exc):
+        raise exc
+    overload.log_unavailable(exc, "an event stream")
+    return _UNREAD
 
 
 def _payload(message: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -324,7 +349,10 @@ async def watch_async(
             elif isinstance(step, _Wait):
                 reply = _payload(await pubsub.get_message(ignore_subscribe_messages=True, timeout=step.seconds))
             else:
-                reply = await load()
+                try:
+                    reply = await load()
+                except (DatabaseError, InterfaceError) as exc:
+                    reply = _unread(exc)
     finally:
         if pubsub is not None:
             await pubsub.aclose()
@@ -356,7 +384,10 @@ def watch_sync(
             elif isinstance(step, _Wait):
                 reply = _payload(pubsub.get_message(ignore_subscribe_messages=True, timeout=step.seconds))
             else:
-                reply = load()
+                try:
+                    reply = load()
+                except (DatabaseError, InterfaceError) as exc:
+                    reply = _unread(exc)
     finally:
         if pubsub is not None:
             pubsub.close()

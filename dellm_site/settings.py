@@ -1,5 +1,6 @@
 """DeLLM settings. Every knob is an environment variable documented in `.env.example`."""
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -147,6 +148,10 @@ AXES_IPWARE_PROXY_COUNT = 1 if env_bool("DELLM_BEHIND_PROXY", False) else None
 AXES_IPWARE_META_PRECEDENCE_ORDER = (
     ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if env_bool("DELLM_BEHIND_PROXY", False) else ["REMOTE_ADDR"]
 )
+# Sign-ins checking a password at once per web process (CPU-bound: more than the
+# cores gain nothing) and how long one waits for its turn before a 503 (dellm_site/auth.py).
+DELLM_SIGN_IN_CONCURRENCY = env_int("DELLM_SIGN_IN_CONCURRENCY", max(2, os.cpu_count() or 1))
+DELLM_SIGN_IN_WAIT = env_float("DELLM_SIGN_IN_WAIT", 30.0)
 # API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
 # Tokens kept per user; signing in again drops the oldest beyond this.
 DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)

@@ -6,11 +6,14 @@ and each stream must deliver its outcome. Measures the web process's memory
 per stream, its threads, and the database connections it used (bounded by its
 pool, not by the number of streams).
 
-`soak`: U users chatting at once through the HTTP API (each turn followed on
-its stream) while a second client per user soft-deletes, restores and purges
-that user's messages, against uvicorn + a Celery worker. Counts server errors
-(5xx), unfinished turns, I1 violations per user, and the database connections
-each process used against its pool.
+`soak`: the stack of `make run` (web, worker and beat, started from the
+Procfile with its settings) for a set time, while U users sign in and chat
+(each turn followed on its stream), delete (preview, confirm), undo, import
+small histories (followed on their streams) and read, and S more turn streams
+are held open all along. Counts server errors (5xx), unfinished turns and
+imports, I1 violations per user, the database connections of each process type
+against its pool, and fits the resident memory of every process after warm-up
+(MB per minute).
 
 Both run on 127.0.0.1 with their own throwaway users, bounded in count and time.
 """
@@ -20,6 +23,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,15 +40,18 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import numpy as np
 import psutil
 import psycopg
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.db import connection
+from django.utils import timezone
 
 from chat import services
-from chat.models import Thread, Turn
+from chat.models import ImportJob, Thread, Turn
 from chat.streams import channel
 from dellm_site.auth import token_create
 from dellm_site.celery import worker_command
@@ -350,46 +357,238 @@ def streams_bench(*, streams: int, users: int, pool: int, handshakes: int = 100,
     }
 
 
-# --- soak ------------------------------------------------------------------------
+# --- soak: the stack of `make run` ------------------------------------------------
+
+SOAK_APP_PREFIX = "dellm-soak-"
+# Held turn streams per watcher user, under DELLM_MAX_STREAMS_PER_USER (8).
+STREAMS_PER_WATCHER = 4
+# Growth of a process's resident memory after warm-up that still reads as flat:
+# under 1 MB a minute is under 8 MB over the measured 8 minutes of a 10-minute
+# soak, the size of the allocator's noise on these processes (arenas kept,
+# caches of compiled queries and templates filled on first use), while a leak
+# of one object per request (hundreds of requests a minute) shows above it.
+FLAT_MB_PER_MINUTE = 1.0
+
+
+def procfile_entries(path: Path | None = None) -> dict[str, str]:
+    """The process types of `make run` (`honcho start -f Procfile`), name -> command line."""
+    entries = {}
+    for line in (path or ROOT / "Procfile").read_text().splitlines():
+        name, sep, command = line.partition(":")
+        if sep and name.strip() and not name.lstrip().startswith("#"):
+            entries[name.strip()] = command.strip()
+    return entries
+
+
+def _pool_budgets(env: dict[str, str]) -> dict[str, int]:
+    """The database connections each process type may hold by its settings (web pool; worker children x theirs)."""
+    web = int(env.get("DELLM_DB_POOL_MAX") or settings.DELLM_DB_POOL_MAX)
+    worker = int(env.get("DELLM_WORKER_DB_POOL_MAX") or settings.DELLM_WORKER_DB_POOL_MAX)
+    command = procfile_entries().get("worker", "")
+    words = command.split()
+    concurrency = int(words[words.index("--concurrency") + 1]) if "--concurrency" in words else os.cpu_count() or 1
+    # Beat reads no table (file schedule); if it connected, its pool is the web's size.
+    return {"web": web, "worker": worker * concurrency, "beat": web}
+
+
+@contextmanager
+def _stack(*, env: dict[str, str], folder: Path) -> Iterator[tuple[int, dict[str, subprocess.Popen]]]:
+    """web, worker and beat as the Procfile starts them for `make run`, on this database; yields (port, processes).
+
+    Each runs through the shell, as honcho runs it, with `make run`'s settings
+    (DJANGO_DEBUG=true) and its own PGAPPNAME so `pg_stat_activity` tells its
+    connections apart. Logs go to `folder/<name>.log`.
+    """
+    port = _free_port()
+    common = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "DJANGO_DEBUG": "true",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+        **env,
+    }
+    processes: dict[str, subprocess.Popen] = {}
+    try:
+        for name, command in procfile_entries().items():
+            extra = {"PGAPPNAME": f"{SOAK_APP_PREFIX}{name}"}
+            if name == "beat":  # its schedule file, not the one of a `make run` on this checkout
+                extra["DELLM_DATA_DIR"] = str(folder / "beat")
+            processes[name] = subprocess.Popen(
+                command,
+                shell=True,
+                cwd=ROOT,
+                env={**common, **extra},
+                stdout=(folder / f"{name}.log").open("w"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_raise_fd_limit,
+            )
+        logs = {name: folder / f"{name}.log" for name in processes}
+        if "worker" in processes:
+            _wait(lambda: " ready." in logs["worker"].read_text(), process=processes["worker"], log=logs["worker"],
+                  what="worker")  # fmt: skip
+        _wait(lambda: _http_answers(port), process=processes["web"], log=logs["web"], what="uvicorn")
+        yield port, processes
+    finally:
+        for process in reversed(processes.values()):
+            _stop(process)
+
+
+def _http_answers(port: int) -> bool:
+    """The application answers (with --reload the socket is bound before the server child is ready)."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/api/threads/", timeout=2).status_code == 401
+    except httpx.HTTPError:
+        return False
+
+
+_SHELLS = ("sh", "bash", "dash")
+
+
+def _role(command: list[str], *, is_main: bool) -> str:
+    text = " ".join(command)
+    if "resource_tracker" in text:
+        return "resource tracker"
+    if "spawn_main" in text:  # uvicorn --reload runs the application in a spawned child
+        return "server"
+    return "main" if is_main else "child"
+
+
+class ProcessSampler:
+    """Resident memory of every process of each process type (the shell's whole tree), every `interval` seconds."""
+
+    def __init__(self, roots: dict[str, int], interval: float):
+        self.roots, self.interval = roots, interval
+        self.started = time.monotonic()
+        # (type, pid) -> {"command", "samples": [(seconds since start, RSS bytes)]}
+        self.processes: dict[tuple[str, int], dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        now = time.monotonic() - self.started
+        for kind, root in self.roots.items():
+            try:
+                top = psutil.Process(root)
+                tree = [top, *top.children(recursive=True)]
+                # Without an exec, the shell is the root and the program its child.
+                main = root if top.name() not in _SHELLS else next((p.pid for p in top.children()), root)
+            except psutil.NoSuchProcess:
+                continue
+            for process in tree:
+                try:
+                    with process.oneshot():
+                        rss = process.memory_info().rss
+                        if process.name() in _SHELLS:
+                            continue
+                        entry = self.processes.get((kind, process.pid))
+                        if entry is None:
+                            command = process.cmdline()
+                            entry = self.processes[(kind, process.pid)] = {
+                                "role": _role(command, is_main=process.pid == main),
+                                "command": " ".join(command[:6])[:120],
+                                "samples": [],
+                            }
+                except psutil.Error:
+                    continue
+                entry["samples"].append((now, rss))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "ProcessSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def summary(self, *, warm_up: float) -> list[dict[str, Any]]:
+        """Per process: RSS first / after warm-up / last / peak, and the least-squares slope after warm-up (MB/min)."""
+        rows = []
+        for (kind, pid), entry in sorted(self.processes.items()):
+            samples = entry["samples"]
+            after = [(t, rss) for t, rss in samples if t >= warm_up]
+            slope = None
+            if len(after) >= 3 and after[-1][0] > after[0][0]:
+                minutes = np.array([t for t, _ in after]) / 60
+                mb = np.array([rss for _, rss in after]) / 2**20
+                slope = float(np.polyfit(minutes, mb, 1)[0])
+            rows.append(
+                {
+                    "process": kind,
+                    "role": entry["role"],
+                    "pid": pid,
+                    "command": entry["command"],
+                    "samples": len(samples),
+                    "rss_first_mb": samples[0][1] / 2**20,
+                    "rss_warm_mb": after[0][1] / 2**20 if after else None,
+                    "rss_last_mb": samples[-1][1] / 2**20,
+                    "rss_peak_mb": max(rss for _, rss in samples) / 2**20,
+                    "seen_s": [samples[0][0], samples[-1][0]],
+                    "slope_mb_per_min": slope,
+                    # For the chart: at most 200 points.
+                    "series": [(round(t, 1), round(rss / 2**20, 1)) for t, rss in samples[:: -(-len(samples) // 200)]],
+                }
+            )
+        return rows
 
 
 class _Http:
-    """One user's HTTP client that counts every response by status class."""
+    """One client's HTTP session that counts every response by status class; a 429 waits out its Retry-After."""
 
-    def __init__(self, port: int, token: str, counts: Counter[str], lock: threading.Lock):
-        self.client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Token {token}"}, timeout=60
-        )
-        self.counts, self.lock = counts, lock
+    def __init__(self, port: int, counts: Counter[str], lock: threading.Lock, deadline: float):
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+        self.counts, self.lock, self.deadline = counts, lock, deadline
 
-    def call(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
+    def _count(self, method: str, path: str, status: int) -> None:
+        route = "/".join(part if not part.isdigit() else "{id}" for part in path.split("?")[0].split("/"))
+        with self.lock:
+            self.counts[str(status)] += 1
+            if status >= 500 or status == 429:
+                self.counts[f"{status} {method} {route}"] += 1
+
+    def call(self, method: str, path: str, body: dict | None = None, **kwargs: Any) -> httpx.Response:
         try:
-            response = self.client.request(method, path, json=body)
+            response = self.client.request(method, path, json=body, **kwargs)
         except httpx.HTTPError as exc:
             with self.lock:
-                self.counts[f"transport {type(exc).__name__}"] += 1
+                self.counts[f"transport {type(exc).__name__} {method}"] += 1
             raise
-        with self.lock:
-            self.counts[f"{response.status_code}"] += 1
-            if response.status_code >= 500:
-                self.counts[f"5xx {method} {path.split('/')[2]}"] += 1
+        self._count(method, path, response.status_code)
+        if response.status_code in (429, 503):  # the contract: come back after Retry-After
+            self.pause(float(response.headers.get("Retry-After") or 1))
         return response
 
-    def follow(self, turn_id: int, deadline: float) -> str:
-        """The turn's outcome from its stream; polls if the stream ends without one."""
-        with self.client.stream("GET", f"/api/turns/{turn_id}/events/", timeout=120) as response:
-            with self.lock:
-                self.counts[f"{response.status_code}"] += 1
-            if response.status_code == 200:
+    def pause(self, seconds: float) -> None:
+        time.sleep(max(0.0, min(seconds, self.deadline - time.monotonic())))
+
+    def events(self, path: str, finals: tuple[str, ...], *, stop: threading.Event | None = None) -> str | None:
+        """Follow one event stream until one of `finals` (returned), `timeout` ("timeout"), or its end (None)."""
+        try:
+            with self.client.stream("GET", path, timeout=httpx.Timeout(60, connect=30)) as response:
+                self._count("GET", path, response.status_code)
+                if response.status_code == 429:
+                    self.pause(float(response.headers.get("Retry-After") or 1))
+                    return None
+                if response.status_code != 200:
+                    return None
                 for line in response.iter_lines():
-                    if line in ("event: reply", "event: failed"):
-                        return "done" if line == "event: reply" else "failed"
-        while time.monotonic() < deadline:
-            status = self.call("GET", f"/api/turns/{turn_id}/").json().get("status")
-            if status in ("done", "failed"):
-                return status
-            time.sleep(0.5)
-        return "unfinished"
+                    if line.startswith("event: "):
+                        event = line[len("event: ") :]
+                        if event in finals or event == "timeout":
+                            return event
+        except httpx.HTTPError as exc:
+            with self.lock:
+                self.counts[f"transport {type(exc).__name__} GET events"] += 1
+        return None
+
+    def close(self) -> None:
+        self.client.close()
 
 
 _TOPICS = [
@@ -401,107 +600,375 @@ _TOPICS = [
 ]
 
 
-def soak_bench(
-    *, users: int, turns: int, web_pool: int, worker_concurrency: int, worker_pool: int, seed: int = 0
-) -> dict:
-    """`users` chatting `turns` turns each while their messages are soft-deleted, restored and purged."""
-    rng = random.Random(seed)
-    owners = _make_users(users, f"soak-{uuid.uuid4().hex[:6]}")
-    counts: Counter[str] = Counter()
-    outcomes: Counter[str] = Counter()
-    deletions: Counter[str] = Counter()
-    lock = threading.Lock()
-    env = {
-        "DELLM_DB_POOL_MAX": str(web_pool),
-        "DELLM_WORKER_DB_POOL_MAX": str(worker_pool),
-        "DELLM_MAX_STREAMS_PER_USER": "4",
-    }
+def _jsonl_export(rng: random.Random, tag: str) -> bytes:
+    """A small history in the JSONL import format: two conversations of three exchanges, new text each time."""
+    lines = []
+    for c in range(2):
+        for m in range(6):
+            n = rng.randrange(10_000)
+            text = _TOPICS[rng.randrange(len(_TOPICS) - 1)].format(n=n, topic="")
+            role = "user" if m % 2 == 0 else "assistant"
+            content = text if role == "user" else f"Noted: {text.lower()}"
+            lines.append(json.dumps({"conversation": f"{tag}-{c}", "role": role, "content": content, "id": f"m{m}"}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+class _Soak:
+    """What the soak's clients share: the server's port, the deadline, and the tallies."""
+
+    def __init__(self, port: int, deadline: float, mix: dict[str, int]):
+        self.port, self.deadline, self.mix = port, deadline, mix
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.actions: Counter[str] = Counter()
+        self.turns: dict[int, str] = {}  # turn id -> outcome the client saw
+        self.imports: dict[int, str] = {}  # job id -> outcome the client saw
+        self.streams_open = 0
+        self.stream_reopens = 0
+        self.errors: Counter[str] = Counter()
+
+    def http(self) -> _Http:
+        return _Http(self.port, self.counts, self.lock, self.deadline)
+
+    def tally(self, key: str) -> None:
+        with self.lock:
+            self.actions[key] += 1
+
+
+def _sign_in(http: _Http, username: str, password: str) -> bool:
+    while time.monotonic() < http.deadline:
+        response = http.call("POST", "/api/auth/token/", {"username": username, "password": password})
+        if response.status_code == 200:
+            http.client.headers["Authorization"] = f"Token {response.json()['token']}"
+            return True
+        if response.status_code not in (429, 503):
+            return False
+    return False
+
+
+# How often a user picks each action (weights): mostly chat, a deletion every other turn or so, an import rarely
+# (DELLM_IMPORT_RATE allows 20 an hour: about 4 in 10 minutes at this mix's pace, some answered 429).
+SOAK_MIX = {"chat": 55, "delete": 25, "import": 4, "read": 16}
+
+
+def _soak_user(soak: _Soak, username: str, password: str, rng: random.Random, start: float) -> None:
+    """One user from `start` (monotonic) to the end: sign in, then chat, delete and undo, import, and read."""
+    http = soak.http()
+    http.pause(start - time.monotonic())
     try:
-        with (
-            _services(env=env, worker_concurrency=worker_concurrency) as (port, _web),
-            ConnectionSampler() as sampler,
-        ):
-            deadline = time.monotonic() + 600
-            chatting = {user.pk: True for user, _ in owners}
+        if not _sign_in(http, username, password):
+            soak.tally("sign-in failed")
+            return
+        soak.tally("sign-in")
+        thread = http.call("POST", "/api/threads/", {"title": "soak"}).json()["id"]
+        n = 0
+        while time.monotonic() < soak.deadline:
+            action = rng.choices(list(soak.mix), weights=list(soak.mix.values()))[0]
+            try:
+                if action == "chat":
+                    n += 1
+                    _soak_chat(soak, http, thread, rng, n)
+                elif action == "delete":
+                    _soak_delete(soak, http, rng)
+                elif action == "import":
+                    _soak_import(soak, http, rng, f"{username}-{n}")
+                else:
+                    _soak_read(soak, http, thread)
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                with soak.lock:
+                    soak.errors[f"{action} {type(exc).__name__}"] += 1
+            http.pause(rng.uniform(0.5, 2.0))
+    finally:
+        http.close()
 
-            def chatter(token: str, user_id: int, user_rng: random.Random) -> None:
-                http = _Http(port, token, counts, lock)
-                try:
-                    thread = http.call("POST", "/api/threads/", {"title": "soak"}).json()
-                    for n in range(turns):
-                        text = _TOPICS[user_rng.randrange(len(_TOPICS))].format(n=n + 1, topic="my brother")
-                        posted = http.call("POST", f"/api/threads/{thread['id']}/messages/", {"content": text})
-                        if posted.status_code != 202:
-                            continue
-                        outcome = http.follow(posted.json()["turn"]["id"], deadline)
-                        with lock:
-                            outcomes[outcome] += 1
-                finally:
-                    chatting[user_id] = False
 
-            def deleter(token: str, user_id: int, user_rng: random.Random) -> None:
-                http = _Http(port, token, counts, lock)
-                while chatting[user_id] and time.monotonic() < deadline:
-                    time.sleep(user_rng.uniform(0.2, 0.8))
-                    live = http.call("GET", "/api/messages/?page_size=50").json().get("results", [])
-                    if not live:
-                        continue
-                    target = user_rng.choice(live)["id"]
-                    mode = user_rng.choice(["soft", "soft", "purge"])
-                    preview = http.call("POST", "/api/deletions/", {"select": {"ids": [target]}, "mode": mode})
-                    if preview.status_code != 201:
-                        continue
-                    deletion_id = preview.json()["id"]
-                    confirmed = http.call("POST", f"/api/deletions/{deletion_id}/confirm/")
-                    with lock:
-                        deletions[f"{mode} {confirmed.status_code}"] += 1
-                    if mode == "soft" and confirmed.status_code == 200 and user_rng.random() < 0.6:
-                        undone = http.call("POST", f"/api/deletions/{deletion_id}/undo/")
-                        with lock:
-                            deletions[f"undo {undone.status_code}"] += 1
+def _soak_chat(soak: _Soak, http: _Http, thread: int, rng: random.Random, n: int) -> None:
+    text = _TOPICS[rng.randrange(len(_TOPICS))].format(n=n, topic="my brother")
+    posted = http.call("POST", f"/api/threads/{thread}/messages/", {"content": text})
+    if posted.status_code != 202:
+        return
+    turn = posted.json()["turn"]["id"]
+    soak.tally("chat turn")
+    outcome = http.events(f"/api/turns/{turn}/events/", ("reply", "failed"))
+    # A turn is followed to its end even past the deadline (every turn must finish): poll if the stream did not say.
+    give_up = time.monotonic() + 120
+    while outcome not in ("reply", "failed", "done") and time.monotonic() < give_up:
+        status = http.call("GET", f"/api/turns/{turn}/").json().get("status")
+        outcome = status if status in ("done", "failed") else None
+        if outcome is None:
+            time.sleep(0.5)
+    soak.turns[turn] = {"reply": "done"}.get(outcome or "", outcome or "unfinished")
 
-            started = time.monotonic()
-            threads = []
-            for user, token in owners:
-                for target in (chatter, deleter):
-                    threads.append(threading.Thread(target=target, args=(token, user.pk, random.Random(rng.random()))))
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            elapsed = time.monotonic() - started
-            # Every turn finished: none left pending or running once the clients are done.
-            owner_ids = [user.pk for user, _ in owners]
-            settle = time.monotonic() + 60
-            while Turn.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists():
-                if time.monotonic() > settle:
-                    break
-                time.sleep(0.5)
+
+def _soak_delete(soak: _Soak, http: _Http, rng: random.Random) -> None:
+    live = http.call("GET", "/api/messages/?page_size=50").json()
+    live = live.get("results", []) if isinstance(live, dict) else []
+    if not live:
+        return
+    target = rng.choice(live)["id"]
+    mode = rng.choice(("soft", "soft", "soft", "purge"))
+    preview = http.call("POST", "/api/deletions/", {"select": {"ids": [target]}, "mode": mode})
+    if preview.status_code != 201:
+        return
+    deletion = preview.json()["id"]
+    confirmed = http.call("POST", f"/api/deletions/{deletion}/confirm/")
+    soak.tally(f"deletion {mode} confirm {confirmed.status_code}")
+    if mode == "soft" and confirmed.status_code == 200 and rng.random() < 0.6:
+        http.pause(rng.uniform(0.2, 1.5))
+        undone = http.call("POST", f"/api/deletions/{deletion}/undo/")
+        soak.tally(f"deletion undo {undone.status_code}")
+
+
+def _soak_import(soak: _Soak, http: _Http, rng: random.Random, tag: str) -> None:
+    upload = http.call(
+        "POST",
+        "/api/imports/",
+        files={"file": (f"{tag}.jsonl", _jsonl_export(rng, tag), "application/x-ndjson")},
+        data={"format": "jsonl"},
+    )
+    if upload.status_code != 202:
+        soak.tally(f"import upload {upload.status_code}")
+        return
+    job = upload.json()["id"]
+    soak.tally("import")
+    outcome = http.events(f"/api/imports/{job}/events/", ("done", "failed"))
+    give_up = time.monotonic() + 300
+    while outcome not in ("done", "failed") and time.monotonic() < give_up:
+        status = http.call("GET", f"/api/imports/{job}/").json().get("status")
+        outcome = status if status in ("done", "failed") else None
+        if outcome is None:
+            time.sleep(1.0)
+    soak.imports[job] = outcome or "unfinished"
+
+
+def _soak_read(soak: _Soak, http: _Http, thread: int) -> None:
+    http.call("GET", f"/api/threads/{thread}/")
+    http.call("GET", f"/api/graph/?thread={thread}")
+    http.call("GET", "/api/deletions/")
+    soak.tally("read")
+
+
+def _soak_watch(soak: _Soak, http: _Http, turn: int, finished: threading.Event, outcome: dict[int, str]) -> None:
+    """Hold a stream on a pending turn for the whole run, reopening it after each `timeout`; then see its outcome."""
+    while True:
+        with soak.lock:
+            soak.streams_open += 1
+        try:
+            event = http.events(f"/api/turns/{turn}/events/", ("reply", "failed"))
+        finally:
+            with soak.lock:
+                soak.streams_open -= 1
+        if event in ("reply", "failed"):
+            outcome[turn] = event
+            return
+        if finished.is_set() and time.monotonic() > soak.deadline + 120:
+            outcome[turn] = "not delivered"
+            return
+        with soak.lock:
+            soak.stream_reopens += 1
+        if event is None:
+            time.sleep(0.5)
+
+
+def _watched_turns(count: int, tag: str) -> tuple[list[tuple[Any, str]], list[tuple[int, str]]]:
+    """`count` pending turns, never enqueued, over watcher users (STREAMS_PER_WATCHER each), with their tokens."""
+    watchers = _make_users(-(-count // STREAMS_PER_WATCHER), f"{tag}-watch")
+    turns: list[tuple[int, str]] = []
+    for user, token in watchers:
+        thread = Thread.objects.create(owner=user, title="soak streams")
+        for i in range(STREAMS_PER_WATCHER):
+            if len(turns) < count:
+                turns.append((services.turn_create(thread=thread, content=f"held {i}", enqueue=False).pk, token))
+    return watchers, turns
+
+
+def _turns_announce(turn_ids: list[int]) -> None:
+    """Publish a change on each turn's channel, as the worker does when a turn moves."""
+    client = redis.Redis.from_url(settings.REDIS_URL, **settings.DELLM_REDIS_OPTIONS)
+    with client.pipeline(transaction=False) as pipe:
+        for turn_id in turn_ids:
+            pipe.publish(channel(turn_id), json.dumps({"event": "changed", "data": {}}))
+        pipe.execute()
+
+
+class _Connections(ConnectionSampler):
+    """ConnectionSampler, plus the peak of all client connections to this database together."""
+
+    def __init__(self, interval: float = 0.5):
+        super().__init__(interval)
+        self.peak_total = 0
+
+    def _run(self) -> None:
+        with psycopg.connect(_database_url(), autocommit=True) as conn:
+            while not self._stop.is_set():
+                rows = conn.execute(
+                    "SELECT application_name, count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND backend_type = 'client backend' GROUP BY 1"
+                ).fetchall()
+                for name, count in rows:
+                    self.peak[name] = max(self.peak[name], count)
+                self.peak_total = max(self.peak_total, sum(count for _, count in rows))
+                self._stop.wait(self.interval)
+
+
+def _log_findings(folder: Path) -> dict[str, dict[str, int]]:
+    """Per process type: ERROR and CRITICAL log lines and tracebacks, by their first words (the logs hold ids only)."""
+    found: dict[str, dict[str, int]] = {}
+    for log in sorted(folder.glob("*.log")):
+        tally: Counter[str] = Counter()
+        for line in log.read_text(errors="replace").splitlines():
+            if " ERROR" in line or " CRITICAL" in line or line.startswith("Traceback"):
+                tally[" ".join(line.split()[:8])[:160]] += 1
+        found[log.stem] = dict(tally.most_common(20))
+    return found
+
+
+def soak_bench(
+    *,
+    users: int,
+    streams: int,
+    seconds: float,
+    warm_up: float | None = None,
+    sample_every: float = 5.0,
+    env: dict[str, str] | None = None,
+    mix: dict[str, int] | None = None,
+    logs: Path | None = None,
+    seed: int = 0,
+) -> dict:
+    """`users` users chatting, deleting, undoing and importing for `seconds`, with `streams` turn streams held open.
+
+    Against web + worker + beat started from the Procfile as `make run` does.
+    The users arrive one by one over the warm-up. Every process's memory is
+    sampled every `sample_every` seconds and its slope fitted after `warm_up`
+    seconds (default: the first fifth, at most 120 s); connections per process
+    type are sampled from `pg_stat_activity`. Then every held stream must
+    deliver its turn's end, and each user is checked for I1.
+    `mix` weighs the users' actions (SOAK_MIX). Logs of the three process types
+    land in `logs` (kept) or a temporary folder.
+    """
+    env = {
+        # All simulated users sign in from 127.0.0.1, and the sign-in throttle counts per address.
+        "DELLM_AUTH_RATE": "1000000/min",
+        **(env or {}),
+    }
+    warm_up = min(120.0, seconds / 5) if warm_up is None else warm_up
+    rng = random.Random(seed)
+    tag = f"soak-{uuid.uuid4().hex[:6]}"
+    password = uuid.uuid4().hex
+    owners = []
+    for i in range(users):
+        owners.append(get_user_model().objects.create_user(username=f"{USER_PREFIX}{tag}-{i}", password=None))
+    get_user_model().objects.filter(pk__in=[user.pk for user in owners]).update(password=make_password(password))
+    watchers, held = _watched_turns(streams, tag)
+    held_ids = [turn_id for turn_id, _ in held]
+    folder = logs or Path(tempfile.mkdtemp(prefix="dellm-bench-soak-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    _raise_fd_limit()
+    try:
+        with _stack(env=env, folder=folder) as (port, processes):
+            roots = {name: process.pid for name, process in processes.items()}
+            with ProcessSampler(roots, sample_every) as memory, _Connections() as connections:
+                soak = _Soak(port, time.monotonic() + seconds, mix or SOAK_MIX)
+                finished = threading.Event()
+                held_outcome: dict[int, str] = {}
+                watch = []
+                for turn, token in held:
+                    http = soak.http()
+                    http.client.headers["Authorization"] = f"Token {token}"
+                    watch.append(threading.Thread(target=_soak_watch, args=(soak, http, turn, finished, held_outcome)))
+                for thread in watch:
+                    thread.start()
+                # Users arrive spread over the warm-up, as people do: each sign-in checks a password
+                # (PBKDF2, DELLM_SIGN_IN_CONCURRENCY at a time), 50 at one instant are a burst of CPU.
+                started = time.monotonic()
+                clients = [
+                    threading.Thread(
+                        target=_soak_user,
+                        args=(
+                            soak,
+                            user.username,
+                            password,
+                            random.Random(rng.random()),
+                            started + i * warm_up / users,
+                        ),
+                    )
+                    for i, user in enumerate(owners)
+                ]
+                for thread in clients:
+                    thread.start()
+                streams_low = None
+                while alive := [thread for thread in clients if thread.is_alive()]:
+                    # A held turn is a slow reply, not a stuck one: keep it out of the stuck-turn sweep.
+                    Turn.objects.filter(pk__in=held_ids, status=Turn.Status.PENDING).update(updated_at=timezone.now())
+                    if time.monotonic() - started > warm_up and time.monotonic() < soak.deadline:
+                        streams_low = soak.streams_open if streams_low is None else min(streams_low, soak.streams_open)
+                    alive[0].join(5)
+                elapsed = time.monotonic() - started
+                # Every held stream must still deliver its turn's end.
+                Turn.objects.filter(pk__in=held_ids).update(status=Turn.Status.FAILED, error="soak finished")
+                finished.set()
+                _turns_announce(held_ids)
+                for thread in watch:
+                    thread.join(150)
+                memory_rows = memory.summary(warm_up=warm_up)
+            owner_ids = [user.pk for user in owners]
+            settle = time.monotonic() + 120
+            while time.monotonic() < settle and (
+                Turn.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
+                or ImportJob.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
+            ):
+                time.sleep(1)
             turn_states = Counter(Turn.objects.filter(owner_id__in=owner_ids).values_list("status", flat=True))
             turn_errors = Counter(
                 Turn.objects.filter(owner_id__in=owner_ids, status="failed").values_list("error", flat=True)
             )
-            violations = {owner: len(taint_violations(owner_id=owner)) for owner in owner_ids}
-        server_errors = sum(n for key, n in counts.items() if key.startswith("5") and key[:3].isdigit())
-        return {
-            "users": users,
-            "turns_per_user": turns,
-            "seconds": elapsed,
-            "requests": sum(n for key, n in counts.items() if key[:3].isdigit()),
-            "responses": {key: n for key, n in sorted(counts.items())},
-            "server_errors": server_errors,
-            "turns": dict(turn_states),
-            "unfinished_turns": turn_states.get("pending", 0) + turn_states.get("running", 0),
-            "failure_reasons": dict(turn_errors),
-            "stream_outcomes": dict(outcomes),
-            "deletions": dict(sorted(deletions.items())),
-            "i1_violations": sum(violations.values()),
-            "users_checked_for_i1": len(violations),
-            "db_connections_peak": {
-                "web": sampler.peak.get(WEB_APP_NAME, 0),
-                "worker": sampler.peak.get(WORKER_APP_NAME, 0),
-            },
-            "db_connections_budget": {"web": web_pool, "worker": worker_concurrency * worker_pool},
-        }
+            import_states = Counter(ImportJob.objects.filter(owner_id__in=owner_ids).values_list("status", flat=True))
+            import_errors = Counter(
+                ImportJob.objects.filter(owner_id__in=owner_ids, status="failed").values_list("error", flat=True)
+            )
+            checked = owner_ids + [user.pk for user, _ in watchers]
+            violations = {owner: len(taint_violations(owner_id=owner)) for owner in checked}
+        findings = _log_findings(folder)
     finally:
         load_users_delete()
+        if logs is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    budgets = _pool_budgets(env)
+    peaks = {kind: connections.peak.get(f"{SOAK_APP_PREFIX}{kind}", 0) for kind in budgets}
+    counts = soak.counts
+    return {
+        "users": users,
+        "streams": streams,
+        "seconds": elapsed,
+        "warm_up_s": warm_up,
+        "sample_every_s": sample_every,
+        "environment": env,
+        "mix": mix or SOAK_MIX,
+        "requests": sum(n for key, n in counts.items() if key.isdigit()),
+        "responses": dict(sorted(counts.items())),
+        "server_errors": sum(n for key, n in counts.items() if key.isdigit() and key.startswith("5")),
+        "client_errors": dict(soak.errors),
+        "actions": dict(sorted(soak.actions.items())),
+        "turns_posted": len(soak.turns),
+        "turn_outcomes_seen": dict(Counter(soak.turns.values())),
+        "turns": dict(turn_states),
+        "unfinished_turns": turn_states.get("pending", 0) + turn_states.get("running", 0),
+        "failure_reasons": dict(turn_errors),
+        "imports_posted": len(soak.imports),
+        "import_outcomes_seen": dict(Counter(soak.imports.values())),
+        "imports": dict(import_states),
+        "unfinished_imports": import_states.get("pending", 0) + import_states.get("running", 0),
+        "import_failure_reasons": dict(import_errors),
+        "held_streams_delivered": sum(1 for outcome in held_outcome.values() if outcome in ("reply", "failed")),
+        "held_streams_open_low": streams_low,
+        "held_stream_reopens": soak.stream_reopens,
+        "i1_violations": sum(violations.values()),
+        "users_checked_for_i1": len(violations),
+        "memory": memory_rows,
+        "memory_flat_mb_per_min": FLAT_MB_PER_MINUTE,
+        "db_connections_peak": peaks,
+        "db_connections_peak_total": connections.peak_total,
+        "db_connections_budget": budgets,
+        "log_findings": findings,
+        "logs": str(folder) if logs else None,
+    }

@@ -166,22 +166,120 @@ def _load_targets(results: dict) -> list[tuple[str, str, bool | None]]:
         )
     soak = results.get("soak")
     if soak:
-        peak, budget = soak["db_connections_peak"], soak["db_connections_budget"]
-        out.append(
-            (
-                f"Soak, {soak['users']} users chatting while deleting/restoring/purging: 0 server errors, "
-                "every turn finished, I1 for every user, connections within the pools",
-                f"{soak['server_errors']} 5xx, {soak['unfinished_turns']} unfinished, {soak['i1_violations']} I1 "
-                f"violations, connections web {peak['web']}/{budget['web']}, "
-                f"worker {peak['worker']}/{budget['worker']}",
-                soak["server_errors"] == 0
-                and soak["unfinished_turns"] == 0
-                and soak["i1_violations"] == 0
-                and peak["web"] <= budget["web"]
-                and peak["worker"] <= budget["worker"],
-            )
-        )
+        out.append(_soak_target(soak))
     return out
+
+
+def _soak_flat(soak: dict) -> bool:
+    return all(
+        row["slope_mb_per_min"] is None or row["slope_mb_per_min"] <= soak["memory_flat_mb_per_min"]
+        for row in soak["memory"]
+    )
+
+
+def _soak_ok(soak: dict) -> bool:
+    peak, budget = soak["db_connections_peak"], soak["db_connections_budget"]
+    return (
+        soak["server_errors"] == 0
+        and soak["unfinished_turns"] == 0
+        and soak["unfinished_imports"] == 0
+        and soak["held_streams_delivered"] == soak["streams"]
+        and soak["i1_violations"] == 0
+        and _soak_flat(soak)
+        and all(peak[kind] <= budget[kind] for kind in budget)
+    )
+
+
+def _soak_target(soak: dict) -> tuple[str, str, bool]:
+    peak, budget = soak["db_connections_peak"], soak["db_connections_budget"]
+    slopes = [row["slope_mb_per_min"] for row in soak["memory"] if row["slope_mb_per_min"] is not None]
+    return (
+        f"Soak of the `make run` stack, {soak['users']} users chatting, importing, deleting and undoing with "
+        f"{soak['streams']} streams held open for {soak['seconds'] / 60:.0f} min: 0 server errors, every turn and "
+        f"import finished, I1 for every user, memory flat after warm-up "
+        f"(<= {soak['memory_flat_mb_per_min']:g} MB/min per process), connections within the pools",
+        f"{soak['server_errors']} 5xx in {soak['requests']:,} requests; {sum(soak['turns'].values()):,} turns "
+        f"({soak['unfinished_turns']} unfinished), {sum(soak['imports'].values())} imports "
+        f"({soak['unfinished_imports']} unfinished); {soak['held_streams_delivered']}/{soak['streams']} held streams "
+        f"delivered; {soak['i1_violations']} I1 violations in {soak['users_checked_for_i1']} users; memory slope "
+        f"max {max(slopes, default=0):+.2f} MB/min; connections "
+        + ", ".join(f"{kind} {peak[kind]}/{budget[kind]}" for kind in budget),
+        _soak_ok(soak),
+    )
+
+
+def _soak_section(soak: dict) -> list[str]:
+    peak, budget = soak["db_connections_peak"], soak["db_connections_budget"]
+    settings = ", ".join(f"`{name}={value}`" for name, value in soak["environment"].items())
+    return [
+        "## 8. Soak: the `make run` stack under a mix of users",
+        f"{soak['users']} users for {soak['seconds']:.0f} s against web, worker and beat started from the Procfile "
+        f"with `make run`'s settings (DJANGO_DEBUG=true) on the bench database, plus {settings}. The users arrive "
+        f"one by one over the first {soak['warm_up_s']:.0f} s; each signs in (`POST /api/auth/token/`), then, with "
+        "0.5-2 s pauses, chats (each turn followed on its stream to its "
+        "end), deletes one of their messages (preview, confirm; soft 3 in 4, else purge) and undoes 6 in 10 soft "
+        "ones, imports a small JSONL history (followed on its stream), or reads (thread, graph, deletions); a "
+        f"429 or 503 waits out its Retry-After. Meanwhile {soak['streams']} turn streams of watcher users stay open "
+        "on pending turns, each reopened after its `timeout`; at the end each must deliver the turn's end.",
+        _table(
+            ["requests", "5xx", "responses", "actions", "turns", "imports", "held streams", "I1 violations"],
+            [
+                [
+                    f"{soak['requests']:,}",
+                    str(soak["server_errors"]),
+                    ", ".join(f"{k}: {v}" for k, v in soak["responses"].items()),
+                    ", ".join(f"{k}: {v}" for k, v in soak["actions"].items()),
+                    ", ".join(f"{k} {v}" for k, v in soak["turns"].items())
+                    + f" ({soak['unfinished_turns']} unfinished)",
+                    ", ".join(f"{k} {v}" for k, v in soak["imports"].items())
+                    + f" ({soak['unfinished_imports']} unfinished)",
+                    f"{soak['held_streams_delivered']}/{soak['streams']} delivered, at least "
+                    f"{soak['held_streams_open_low']} open after warm-up, {soak['held_stream_reopens']} reopened",
+                    f"{soak['i1_violations']} in {soak['users_checked_for_i1']} users",
+                ]
+            ],
+        ),
+        "Turns that failed, by reason: "
+        + (", ".join(f"{reason!r}: {n}" for reason, n in soak["failure_reasons"].items()) or "none")
+        + ". Imports that failed, by reason: "
+        + (", ".join(f"{reason!r}: {n}" for reason, n in soak["import_failure_reasons"].items()) or "none")
+        + ". Client-side errors: "
+        + (", ".join(f"{k}: {v}" for k, v in soak["client_errors"].items()) or "none")
+        + ".",
+        f"Resident memory of every process, sampled every {soak['sample_every_s']:g} s; the slope is the "
+        f"least-squares fit after the first {soak['warm_up_s']:.0f} s (flat: <= "
+        f"{soak['memory_flat_mb_per_min']:g} MB/min); `soak_memory.png` draws them.",
+        _table(
+            ["process", "pid", "command", "RSS start", "after warm-up", "end", "peak", "slope after warm-up"],
+            [
+                [
+                    f"{row['process']} {row['role']}",
+                    str(row["pid"]),
+                    f"`{row['command']}`",
+                    f"{row['rss_first_mb']:.0f} MB",
+                    "-" if row["rss_warm_mb"] is None else f"{row['rss_warm_mb']:.0f} MB",
+                    f"{row['rss_last_mb']:.0f} MB",
+                    f"{row['rss_peak_mb']:.0f} MB",
+                    "-" if row["slope_mb_per_min"] is None else f"{row['slope_mb_per_min']:+.2f} MB/min",
+                ]
+                for row in soak["memory"]
+            ],
+        ),
+        "Peak database connections by process type (`pg_stat_activity` by application name, every 0.5 s) "
+        "against what its settings allow (web: its pool; worker: children x their pool): "
+        + ", ".join(f"{kind} {peak[kind]}/{budget[kind]}" for kind in budget)
+        + f"; all clients together {soak['db_connections_peak_total']}.",
+        "ERROR lines and tracebacks in the processes' logs: "
+        + (
+            "; ".join(
+                f"{kind}: " + ", ".join(f"`{line}` x{n}" for line, n in lines.items())
+                for kind, lines in soak["log_findings"].items()
+                if lines
+            )
+            or "none"
+        )
+        + ".",
+    ]
 
 
 def _charts(out: Path, results: dict) -> list[str]:
@@ -236,6 +334,22 @@ def _charts(out: Path, results: dict) -> list[str]:
         fig.tight_layout()
         fig.savefig(out / "latency.png", dpi=110)
         names.append("latency.png")
+    soak = results.get("soak")
+    if soak and soak["memory"]:
+        fig = Figure(figsize=(8, 4.5))
+        ax = fig.subplots()
+        for row in soak["memory"]:
+            if row["series"]:
+                times, mb = zip(*row["series"], strict=True)
+                ax.plot([t / 60 for t in times], mb, label=f"{row['process']} {row['role']} ({row['pid']})")
+        ax.axvline(soak["warm_up_s"] / 60, color="grey", linestyle=":", label="end of warm-up")
+        ax.set_xlabel("minutes")
+        ax.set_ylabel("resident MB")
+        ax.set_title(f"Soak: memory of every process ({soak['users']} users, {soak['streams']} held streams)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "soak_memory.png", dpi=110)
+        names.append("soak_memory.png")
     return names
 
 
@@ -450,38 +564,7 @@ def _load_sections(results: dict) -> list[str]:
         ]
     soak = results.get("soak")
     if soak:
-        parts += [
-            "## 8. Soak: chatting while deleting",
-            _table(
-                [
-                    "users x turns",
-                    "seconds",
-                    "requests",
-                    "5xx",
-                    "turns",
-                    "unfinished",
-                    "I1 violations",
-                    "deletions",
-                    "DB connections web/worker (pools)",
-                ],
-                [
-                    [
-                        f"{soak['users']} x {soak['turns_per_user']}",
-                        f"{soak['seconds']:.0f}",
-                        str(soak["requests"]),
-                        str(soak["server_errors"]),
-                        ", ".join(f"{k} {v}" for k, v in soak["turns"].items()),
-                        str(soak["unfinished_turns"]),
-                        str(soak["i1_violations"]),
-                        ", ".join(f"{k}: {v}" for k, v in soak["deletions"].items()),
-                        f"{soak['db_connections_peak']['web']}/{soak['db_connections_peak']['worker']} "
-                        f"({soak['db_connections_budget']['web']}/{soak['db_connections_budget']['worker']})",
-                    ]
-                ],
-            ),
-            "Each user: one client chats (each turn followed on its SSE stream), another soft-deletes, restores "
-            "and purges that user's messages at random meanwhile; uvicorn + one Celery worker on a private queue.",
-        ]
+        parts += _soak_section(soak)
     return parts
 
 

@@ -8,16 +8,20 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import OperationalError, ProgrammingError
+from psycopg_pool import PoolTimeout
 
 from assistant.completions_wire import stream_refusal
 from dellm_site.event_streams import (
     PING_EVERY,
+    READ_AGAIN_AFTER,
     EventStreamRenderer,
     StreamRefused,
     Watch,
     publish,
     stream_slot_take,
     subscribe_sync,
+    watch_async,
     watch_sync,
 )
 
@@ -150,6 +154,73 @@ def test_an_idle_stream_pings(monkeypatch):
     parts = list(watch_sync(FakeSubscription(), Counting(), load=loads(1), timeout=40, recheck=1e9))  # type: ignore[arg-type]
     assert PING_EVERY == 15
     assert parts == ["open", "state 1", EventStreamRenderer.PING, EventStreamRenderer.PING, "timeout"]
+
+
+def saturated_then(*states: int):
+    """A load whose first read finds every pooled connection busy (as Django raises it), then `states`."""
+    remaining = list(states)
+    failed = []
+
+    def load() -> int:
+        if not failed:
+            failed.append(True)
+            try:
+                raise PoolTimeout("couldn't get a connection after 5.00 sec")
+            except PoolTimeout as exc:
+                raise OperationalError("couldn't get a connection") from exc
+        return remaining.pop(0)
+
+    return load
+
+
+def test_a_read_on_a_saturated_database_keeps_the_stream_and_reads_again(monkeypatch, caplog):
+    clock(monkeypatch)
+    subscription = FakeSubscription()
+    parts = list(watch_sync(subscription, Counting(), load=saturated_then(3), timeout=60, recheck=30))  # type: ignore[arg-type]
+    # The clock moves 5 s a reading: the first read failed at 5, the next read is due at 10 (READ_AGAIN_AFTER),
+    # not at the recheck (30); by the time the loop waits it is 15 (a ping), so it waits 0 s and reads.
+    assert READ_AGAIN_AFTER == 5
+    assert (parts, subscription.waits, subscription.closed) == (
+        ["open", EventStreamRenderer.PING, "state 3"],
+        [0.0],
+        True,
+    )
+    assert "OperationalError sqlstate=none" in caplog.text
+
+
+class FakeAsyncSubscription(FakeSubscription):
+    async def get_message(self, *, ignore_subscribe_messages: bool, timeout: float) -> dict[str, Any] | None:  # type: ignore[override]
+        return super().get_message(ignore_subscribe_messages=ignore_subscribe_messages, timeout=timeout)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_a_served_stream_on_a_saturated_database_reads_again_instead_of_failing(monkeypatch):
+    clock(monkeypatch)
+    subscription = FakeAsyncSubscription({"event": "token"})
+    load = saturated_then(1, 3)
+
+    async def read() -> int:
+        return load()
+
+    async def collect() -> list[str]:
+        return [part async for part in watch_async(subscription, Counting(), load=read, timeout=60, recheck=30)]  # type: ignore[arg-type]
+
+    # The read after the queued token failed; the next one, READ_AGAIN_AFTER later, found state 1.
+    parts = async_to_sync(collect)()
+    assert parts == ["open", "token", EventStreamRenderer.PING, "state 1", EventStreamRenderer.PING, "state 3"]
+    assert subscription.closed
+
+
+def test_a_read_that_fails_for_another_reason_still_ends_the_stream(monkeypatch):
+    clock(monkeypatch)
+
+    def broken() -> int:
+        raise ProgrammingError("relation does not exist")
+
+    with pytest.raises(ProgrammingError):
+        list(watch_sync(FakeSubscription(), Counting(), load=broken, timeout=60, recheck=30))  # type: ignore[arg-type]
 
 
 def test_a_real_subscription_receives_what_is_published_after_it():

@@ -87,9 +87,22 @@ class Command(BaseCommand):
         parser.add_argument("--streams", type=int, default=1000, help="Concurrent SSE streams on one web process.")
         parser.add_argument("--stream-users", type=int, default=50, help="Users the streams are spread over.")
         parser.add_argument("--stream-pool", type=int, default=10, help="Database pool of the streams' web process.")
-        parser.add_argument("--soak-web-pool", type=int, default=20, help="Database pool of the soak's web process.")
         parser.add_argument("--soak-users", type=int, default=50, help="Concurrent users in the soak.")
-        parser.add_argument("--soak-turns", type=int, default=4, help="Turns per soak user.")
+        parser.add_argument("--soak-streams", type=int, default=100, help="Turn streams the soak holds open.")
+        parser.add_argument("--soak-seconds", type=float, default=600.0, help="How long the soak's users keep going.")
+        parser.add_argument(
+            "--soak-warm-up",
+            type=float,
+            default=None,
+            help="Seconds before memory slopes count (default: a fifth of the run, at most 120).",
+        )
+        parser.add_argument(
+            "--soak-env",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="A setting for the soak's web, worker and beat (repeatable), e.g. a quota a heavy user would hit.",
+        )
         parser.add_argument(
             "--taint-messages", type=int, default=100_000, help="import_taint: new messages chained onto a deleted one."
         )
@@ -167,12 +180,19 @@ class Command(BaseCommand):
         if part == "streams":
             return streams_bench(streams=options["streams"], users=options["stream_users"], pool=options["stream_pool"])
         if part == "soak":
+            env = {}
+            for item in options["soak_env"]:
+                name, sep, value = item.partition("=")
+                if not sep or not name:
+                    raise CommandError(f"--soak-env takes NAME=VALUE, not {item!r}.")
+                env[name] = value
             return soak_bench(
                 users=options["soak_users"],
-                turns=options["soak_turns"],
-                web_pool=options["soak_web_pool"],
-                worker_concurrency=2,
-                worker_pool=2,
+                streams=options["soak_streams"],
+                seconds=options["soak_seconds"],
+                warm_up=options["soak_warm_up"],
+                env=env,
+                logs=Path(options["out"]) / "soak-logs",
                 seed=options["seed"],
             )
         if part == "dep":
