@@ -32,7 +32,7 @@ try:
 except ImportError:
     BACKEND = ijson.get_backend("python")
 
-CHUNK = 64 * 1024
+CHUNK = 16 * 1024
 # Real exports nest about ten levels (ChatGPT's metadata the deepest);
 # deeper is an attack on the parser, and skipping it would still walk it.
 MAX_DEPTH = 64
