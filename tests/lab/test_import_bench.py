@@ -26,3 +26,31 @@ def test_import_bench_smoke_needs_no_seed_and_cleans_up(db, tmp_path):
     assert "| Import of 10,000 messages (ChatGPT export, offline embeddings included) <= 60 s |" in report
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="importbench-").exists()
+
+
+def test_import_memory_bench_measures_both_paths_in_their_own_processes(transactional_db, settings, tmp_path):
+    settings.DELLM_IMPORT_MAX_BYTES = 2_000_000
+    settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES = 3_000_000
+    call_command(
+        "dellm_bench",
+        parts="import_memory",
+        import_memory_mb=2,
+        import_memory_refused_mb=4,
+        import_memory_conversations=20,
+        out=str(tmp_path),
+        stdout=StringIO(),
+    )
+
+    results = json.loads((tmp_path / "results.json").read_text())["results"]["import_memory"]
+    assert (results["web"]["format"], results["worker"]["status"], results["worker"]["imported"]) == (
+        "chatgpt",
+        "done",
+        200,
+    )
+    assert results["raw"]["worker"]["status"] == "done"
+    assert results["refused"]["refused"] == "conversations.json is larger than 3000000 bytes."
+    assert all(results[path]["peak_rss_mb"] > 0 for path in ("web", "worker"))
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## 8. Memory of an import" in report
+    assert Message.objects.count() == 0
+    assert not get_user_model().objects.filter(username__startswith="importbench-").exists()

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.import_memory import import_memory_bench
 from lab.bench.imports import import_bench
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
 from lab.bench.load import soak_bench, streams_bench
@@ -26,10 +27,10 @@ from lab.bench.measure import (
 )
 from lab.bench.report import report_write
 
-PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import")
+PARTS = ("dep", "retrieval", "turn", "purge", "throughput", "graph", "streams", "soak", "import", "import_memory")
 # Parts that bring their own data: throwaway users (lab/bench/load.py) or a
-# generated export (lab/bench/imports.py); no `dellm_seed` needed.
-SELF_CONTAINED = {"streams", "soak", "import"}
+# generated export (lab/bench/imports.py, lab/bench/import_memory.py); no `dellm_seed` needed.
+SELF_CONTAINED = {"streams", "soak", "import", "import_memory"}
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
 
@@ -73,6 +74,15 @@ class Command(BaseCommand):
             "--import-edge-lengths",
             default="100,500,2000",
             help="Conversation lengths whose conservative provenance edges are timed (comma-separated).",
+        )
+        parser.add_argument(
+            "--import-memory-mb", type=int, default=100, help="MB of JSON in the import_memory part's accepted export."
+        )
+        parser.add_argument(
+            "--import-memory-refused-mb", type=int, default=200, help="MB of JSON in the export that must be refused."
+        )
+        parser.add_argument(
+            "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
@@ -164,6 +174,12 @@ class Command(BaseCommand):
         if part == "import":
             lengths = tuple(int(size) for size in options["import_edge_lengths"].split(",") if size.strip())
             return import_bench(messages=options["import_messages"], edge_lengths=lengths, seed=options["seed"])
+        if part == "import_memory":
+            return import_memory_bench(
+                megabytes=options["import_memory_mb"],
+                refused_megabytes=options["import_memory_refused_mb"],
+                conversations=options["import_memory_conversations"],
+            )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
