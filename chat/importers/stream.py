@@ -18,6 +18,7 @@ float (ijson's Decimal converted; 1e400 becomes inf, as json.loads makes it).
 from __future__ import annotations
 
 import codecs
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -78,6 +79,7 @@ def events(chunks: Iterable[bytes], *, final: bool = True) -> Iterator[tuple[str
     """ijson's events of the chunks; NotJSON where they stop being JSON (or end too soon, if `final`)."""
     sink = ijson.sendable_list()
     parser = BACKEND.basic_parse_coro(sink)
+    closed = False
     try:
         for chunk in chunks:
             parser.send(chunk)
@@ -85,10 +87,16 @@ def events(chunks: Iterable[bytes], *, final: bool = True) -> Iterator[tuple[str
                 yield from sink
                 del sink[:]
         if final:
+            closed = True
             parser.close()
             yield from sink
     except ijson.JSONError:
         raise NotJSON from None
+    finally:
+        # A reader left early (an error, a peek): end the parser now, not when it is collected.
+        if not closed:
+            with contextlib.suppress(ijson.JSONError):
+                parser.close()
 
 
 def _too_deep() -> ImportFormatError:

@@ -246,3 +246,19 @@ def test_job_errors_are_capped_in_number_and_length(owner, django_capture_on_com
 def test_error_values_from_the_file_are_clipped():
     capped = imports.errors_capped([{"conversation": "c" * 1_000, "field": "f" * 1_000, "message": "m"}])
     assert capped == [{"conversation": "c" * 199 + "\u2026", "field": "f" * 199 + "\u2026", "message": "m"}]
+
+
+def test_the_pure_python_backend_reads_the_same(monkeypatch):
+    """ijson's wheels carry yajl2_c; where one does not, its Python backend gives the same results."""
+    import ijson
+
+    from chat.importers import stream
+
+    assert stream.BACKEND.backend_name == "yajl2_c"
+    files = [CHATGPT, CLAUDE, JSONL, bloated_chatgpt(conversations=2, messages=3, metadata=5)]
+    expected = [summary(parse_file(data)) for data in files]
+    monkeypatch.setattr(stream, "BACKEND", ijson.get_backend("python"))
+    assert [summary(parse_file(data)) for data in files] == expected
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(b"[" * 100_000)
+    assert caught.value.message == "The file nests deeper than 64 levels."
