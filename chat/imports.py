@@ -43,6 +43,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.embeddings import get_embedder
+from chat.import_uploads import upload_read, upload_store
 from chat.importers import (
     Conversation,
     ImportedEdge,
@@ -412,7 +413,7 @@ def import_job_create(
     content = data if isinstance(data, bytes) else data.read()
     with transaction.atomic():
         job = ImportJob.objects.create(owner=owner, format=sniffed or "", filename=filename[:200])
-        ImportUpload.objects.create(job=job, data=content)
+        upload_store(job_id=job.pk, data=content)
         transaction.on_commit(lambda: _enqueue_job(job.pk))
     return job
 
@@ -445,12 +446,12 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     job = ImportJob.objects.filter(pk=job_id).first()
     if job is None or not started:
         return job
-    upload = ImportUpload.objects.filter(job_id=job_id).first()
+    upload = upload_read(job_id=job_id)
     if upload is None:
         return _job_finish(job, error="The uploaded file is gone; upload it again.")
     try:
         # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream from here on.
-        parsed = history_parse(data=bytes(upload.data), format=job.format or None)
+        parsed = history_parse(data=upload, format=job.format or None)
         del upload
         if job.format != parsed.format:
             job.format = parsed.format
