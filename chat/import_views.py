@@ -75,7 +75,7 @@ class ImportListView(generics.ListAPIView):
             )
         job = import_job_create(
             owner=request.user,
-            data=upload.read(),
+            data=upload,
             filename=upload.name or "",
             format=serializer.validated_data.get("format"),
         )

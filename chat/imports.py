@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -43,6 +43,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.embeddings import get_embedder
+from chat.import_uploads import upload_read, upload_store
 from chat.importers import (
     Conversation,
     ImportedEdge,
@@ -52,6 +53,7 @@ from chat.importers import (
     ParseResult,
     ZipLimits,
     parse_file,
+    sniff_file,
 )
 from chat.models import ImportJob, ImportUpload, Message, Thread
 from chat.quotas import ImportAllowance, import_admit
@@ -83,6 +85,12 @@ PROGRESS_FIELDS = (
 )
 
 
+# What an import job keeps of its errors (errors_capped): the file's values,
+# which fields and ids are, copied without a bound would ride every progress event.
+MAX_ERRORS = 100
+MAX_ERROR_CHARS = 200
+
+
 class PayloadTooLarge(DomainError):
     code = "payload_too_large"
     status = 413
@@ -94,6 +102,7 @@ def import_limits() -> Limits:
         max_messages=settings.DELLM_IMPORT_MAX_MESSAGES,
         max_conversation_messages=settings.DELLM_IMPORT_MAX_CONVERSATION_MESSAGES,
         max_message_chars=settings.DELLM_IMPORT_MAX_MESSAGE_CHARS,
+        max_edges=settings.DELLM_IMPORT_MAX_EDGES,
     )
 
 
@@ -104,14 +113,36 @@ def import_zip_limits() -> ZipLimits:
     )
 
 
-def history_parse(*, data: bytes, format: str | None = None) -> ParseResult:
-    """Parse an upload under the configured limits; a file that cannot be read is a 400/413."""
-    if len(data) > settings.DELLM_IMPORT_MAX_BYTES:
+def _size(data: bytes | IO[bytes]) -> int:
+    if isinstance(data, bytes):
+        return len(data)
+    data.seek(0, 2)
+    size = data.tell()
+    data.seek(0)
+    return size
+
+
+def _check_size(data: bytes | IO[bytes]) -> None:
+    if _size(data) > settings.DELLM_IMPORT_MAX_BYTES:
         raise PayloadTooLarge(
             f"The file is larger than {settings.DELLM_IMPORT_MAX_BYTES} bytes.", fields={"file": "too large"}
         )
+
+
+def history_parse(*, data: bytes | IO[bytes], format: str | None = None) -> ParseResult:
+    """Parse an upload under the configured limits, as a stream; a file that cannot be read is a 400/413."""
+    _check_size(data)
     try:
         return parse_file(data, format=format, limits=import_limits(), zip_limits=import_zip_limits())
+    except ImportFormatError as exc:
+        raise ValidationFailed(exc.message, fields={exc.field: exc.message}) from None
+
+
+def history_sniff(*, data: bytes | IO[bytes], format: str | None = None) -> str | None:
+    """The upload's format from its first bytes (None: the job finds it); what they show unreadable is a 400/413."""
+    _check_size(data)
+    try:
+        return sniff_file(data, format=format, limits=import_limits(), zip_limits=import_zip_limits())
     except ImportFormatError as exc:
         raise ValidationFailed(exc.message, fields={exc.field: exc.message}) from None
 
@@ -372,25 +403,31 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
 # --- Jobs --------------------------------------------------------------------
 
 
-def import_job_create(*, owner: Any, data: bytes, filename: str = "", format: str | None = None) -> ImportJob:
-    """Check the upload, store it and a pending job; enqueue the job after commit.
+def import_job_create(
+    *, owner: Any, data: bytes | IO[bytes], filename: str = "", format: str | None = None
+) -> ImportJob:
+    """Check the upload cheaply, store it and a pending job; enqueue the job after commit.
 
-    The file is parsed once here so that an unsupported or malformed file is
-    refused at once (400, nothing stored), and so is one the owner's quotas
-    cannot take (`chat.quotas.import_admit`: 413, or 429 with `Retry-After`). The upload itself waits in the
-    database, not in the task payload or Redis, and the job deletes it.
+    Only the cheap part runs here (`history_sniff`: the size, a zip's
+    headers, the first MiB of the text), so that a file that is plainly not
+    an export is refused at once (400, nothing stored) while the request
+    builds nothing of the file, and so is an upload the owner's quotas cannot
+    take now (`chat.quotas.import_admit`: 413 account full, 429 with
+    `Retry-After` when the day's quota is spent; the file's own count is known
+    only to the job, which lands whole conversations while they fit). The job parses it (`import_job_run`): what
+    only the whole file shows lands in the job's errors, and its format
+    (blank here when the first MiB does not tell it) and totals are the
+    job's once it runs. The upload waits in the database, not in the task
+    payload or Redis, and the job deletes it.
     """
-    parsed = history_parse(data=data, format=format)
-    import_admit(owner_id=owner.pk, messages=parsed.message_count)
+    sniffed = history_sniff(data=data, format=format)
+    import_admit(owner_id=owner.pk)
+    if not isinstance(data, bytes):
+        data.seek(0)
+    content = data if isinstance(data, bytes) else data.read()
     with transaction.atomic():
-        job = ImportJob.objects.create(
-            owner=owner,
-            format=parsed.format,
-            filename=filename[:200],
-            conversations_total=len(parsed.conversations) + len(parsed.errors),
-            messages_total=parsed.message_count,
-        )
-        ImportUpload.objects.create(job=job, data=data)
+        job = ImportJob.objects.create(owner=owner, format=sniffed or "", filename=filename[:200])
+        upload_store(job_id=job.pk, data=content)
         transaction.on_commit(lambda: _enqueue_job(job.pk))
     return job
 
@@ -423,12 +460,16 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     job = ImportJob.objects.filter(pk=job_id).first()
     if job is None or not started:
         return job
-    upload = ImportUpload.objects.filter(job_id=job_id).first()
+    upload = upload_read(job_id=job_id)
     if upload is None:
         return _job_finish(job, error="The uploaded file is gone; upload it again.")
     try:
-        parsed = history_parse(data=bytes(upload.data), format=job.format)
+        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream from here on.
+        parsed = history_parse(data=upload, format=job.format or None)
         del upload
+        if job.format != parsed.format:
+            job.format = parsed.format
+            job.save(update_fields=["format"])
 
         last_saved = 0.0
 
@@ -441,6 +482,7 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
             last_saved = time.monotonic()
             for name in PROGRESS_FIELDS:
                 setattr(job, name, getattr(progress, name))
+            job.errors = errors_capped(progress.errors)
             job.save(update_fields=list(PROGRESS_FIELDS))
             if on_progress is not None:
                 on_progress(job)
@@ -455,11 +497,30 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     return _job_finish(job, error="")
 
 
+def errors_capped(errors: list[dict[str, str | None]]) -> list[dict[str, str | None]]:
+    """At most MAX_ERRORS errors, each value at most MAX_ERROR_CHARS, then one saying how many more.
+
+    Fields and conversation ids come from the file (a node id, a
+    conversation id), and the job's errors go out with every progress event.
+    """
+    kept = [
+        {key: value if value is None else _clipped(value) for key, value in error.items()}
+        for error in errors[:MAX_ERRORS]
+    ]
+    if len(errors) > MAX_ERRORS:
+        kept.append({"conversation": None, "field": "errors", "message": f"and {len(errors) - MAX_ERRORS} more"})
+    return kept
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "\u2026"
+
+
 def _job_finish(job: ImportJob, *, error: str) -> ImportJob:
     with transaction.atomic():
         ImportUpload.objects.filter(job_id=job.pk).delete()
         job.status = ImportJob.Status.FAILED if error else ImportJob.Status.DONE
-        job.error = error
+        job.error = _clipped(error) if error else error
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "error", "finished_at"])
     return job

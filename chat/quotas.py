@@ -14,7 +14,7 @@ Enforced where messages come in bulk, before anything is stored: an import
 `ImportAllowance`) and `/v1`'s transcript (`chat_transcript_admit`). Chat
 turns count, but are not refused here: the chat throttle and the model's
 budget bound them already. The errors are `QuotaExceeded`: 413 when waiting
-cannot help (a file larger than a day's quota, an account that is full), 429
+cannot help (an account that is full, a `/v1` request over its cap), 429
 with `Retry-After` when the rolling day's quota is spent.
 """
 
@@ -91,19 +91,14 @@ def _total_full(top: int, what: str, then: str = "") -> QuotaExceeded:
     )
 
 
-def import_admit(*, owner_id: int, messages: int) -> None:
-    """Refuse an upload before its job exists: 413 if the file alone exceeds a quota, 429 if today's is spent.
+def import_admit(*, owner_id: int) -> None:
+    """Refuse an upload before its job exists: 413 if the account is full, 429 if today's quota is spent.
 
-    `messages` is the file's count; some may be stored already (the import
-    is idempotent), so a file that fits the day's quota but not what is left
-    of it is accepted, and its worker lands what fits (`ImportAllowance`).
+    The request does not read the file's count (it only sniffs the file), and
+    some of its messages may be stored already (the import is idempotent): the
+    worker lands whole conversations while they fit (`ImportAllowance`).
     """
     per_day = settings.DELLM_QUOTA_MESSAGES_PER_DAY
-    if messages > per_day:
-        raise QuotaExceeded(
-            f"The file holds {messages} messages; at most {per_day} can be stored in 24 hours. Split it.",
-            status=413,
-        )
     top = _top(owner_id)
     if top >= settings.DELLM_QUOTA_MESSAGES:
         raise _total_full(top, "Importing")

@@ -350,11 +350,16 @@ DELLM_DATA_DIR = embedded.data_dir()
 # file may hold. A conversation's replies derive from everything before them,
 # stored in linear form (chat/lineage.py): about one edge per message.
 DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
-DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 200 * 1024 * 1024)
+# The unpacked text: parsed as a stream (chat/importers/stream.py), the worker
+# holds the kept text of the conversations and one conversation's fields, so
+# its peak follows this (docs/IMPORT.md: under 300 MB at 100 MB of text).
+DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 128 * 1024 * 1024)
 DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_000)
 DELLM_IMPORT_MAX_MESSAGES = env_int("DELLM_IMPORT_MAX_MESSAGES", 100_000)
 DELLM_IMPORT_MAX_CONVERSATION_MESSAGES = env_int("DELLM_IMPORT_MAX_CONVERSATION_MESSAGES", 2_000)
 DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_000)
+# DeLLM's export: its edges are held until the whole file is read (about 150 bytes each).
+DELLM_IMPORT_MAX_EDGES = env_int("DELLM_IMPORT_MAX_EDGES", 1_000_000)
 # Per-account quotas on stored messages (chat/quotas.py), every door counted,
 # refused at the bulk doors (an import, /v1's transcript): 413, or 429 with
 # Retry-After. In all: 1,000,000 is 270 messages a day for ten years, several

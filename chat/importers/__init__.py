@@ -1,18 +1,23 @@
 """Parsers of other tools' chat histories into one normalized shape.
 
-`parse_file(data, format=None, limits=...)` reads bytes (a JSON file, a JSONL
-file, or a ChatGPT export zip), detects the format unless one is forced, and
-returns a `ParseResult`. Pure: no database access.
+`parse_file(data, format=None, limits=...)` reads an upload (bytes or a
+binary file: a JSON file, a JSONL file, or a ChatGPT export zip), detects the
+format unless one is forced, and returns a `ParseResult`. Pure: no database
+access. The file is read as a stream (chat/importers/stream.py): only the
+fields a parser reads are built, one conversation at a time, counts, sizes
+and nesting checked while reading. `sniff_file` is the cheap part, for the
+web request: the zip's headers and the first `PEEK_BYTES` of the text.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any, NoReturn
 
 from chat.importers import chatgpt, claude, dellm, jsonl
-from chat.importers.archive import ZipLimits, is_zip, read_member
+from chat.importers.archive import Payload, ZipLimits, as_file, is_zip, zip_member
 from chat.importers.base import (
+    Collector,
     Conversation,
     ConversationError,
     ImportedEdge,
@@ -21,11 +26,16 @@ from chat.importers.base import (
     Limits,
     ParseResult,
 )
+from chat.importers.schema import SKIP, union
+from chat.importers.stream import NotJSON, build, drain, events
 
 FORMATS = ("chatgpt", "claude", "dellm", "jsonl")
+# What the web request reads of the (unpacked) text to tell the format.
+PEEK_BYTES = 1024 * 1024
 
 __all__ = [
     "FORMATS",
+    "PEEK_BYTES",
     "Conversation",
     "ConversationError",
     "ImportFormatError",
@@ -35,60 +45,234 @@ __all__ = [
     "ParseResult",
     "ZipLimits",
     "parse_file",
+    "sniff_file",
 ]
 
-_JSON_PARSERS = {"chatgpt": chatgpt.parse, "claude": claude.parse, "dellm": dellm.parse}
+NEITHER = (
+    "The file is neither JSON nor JSONL: supported are ChatGPT's and Claude's exports "
+    "(conversations.json, or ChatGPT's zip), DeLLM's export and JSONL."
+)
+UNSUPPORTED = "Unsupported file: not a ChatGPT or Claude conversations.json, a DeLLM export or JSONL."
+_LISTS = {"chatgpt": chatgpt, "claude": claude}
 
 
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ImportFormatError("The file is not UTF-8 text, a JSON export or a zip.", field="file") from None
+def _unsupported() -> ImportFormatError:
+    return ImportFormatError(UNSUPPORTED, field="file")
 
 
-def detect(document: Any) -> str | None:
-    for name, module in (("chatgpt", chatgpt), ("claude", claude), ("dellm", dellm)):
-        if module.looks_like(document):
-            return name
-    return None
+def _empty() -> ImportFormatError:
+    return ImportFormatError("The file holds no conversations.", field="conversations")
+
+
+def _payload(data: bytes | IO[bytes], format: str | None, zip_limits: ZipLimits) -> tuple[Payload, str | None]:
+    if format is not None and format not in FORMATS:
+        raise ImportFormatError(f"Unknown format {format!r}; use one of {', '.join(FORMATS)}.", field="format")
+    file = as_file(data)
+    if not is_zip(file):
+        return Payload(file=file), format
+    if format not in (None, "chatgpt"):
+        raise ImportFormatError("Only ChatGPT's export comes as a zip.", field="format")
+    return zip_member(file, "conversations.json", zip_limits), "chatgpt"
+
+
+def lines(payload: Payload, limits: Limits) -> Iterator[str]:
+    """The text's lines as `str.splitlines` cuts them, each physical line at most `jsonl.max_line_bytes`."""
+    cap = jsonl.max_line_bytes(limits)
+    pending = b""
+    number = 0
+    for chunk in payload.chunks():
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            number += 1
+            yield from (line + b"\n").decode("utf-8").splitlines()
+        if len(pending) > cap:
+            raise ImportFormatError(f"Line {number + 1} is longer than {cap} bytes.", field=f"line {number + 1}")
+    if pending:
+        yield from pending.decode("utf-8").splitlines()
 
 
 def parse_file(
-    data: bytes, *, format: str | None = None, limits: Limits | None = None, zip_limits: ZipLimits | None = None
+    data: bytes | IO[bytes],
+    *,
+    format: str | None = None,
+    limits: Limits | None = None,
+    zip_limits: ZipLimits | None = None,
 ) -> ParseResult:
-    """Detect (or take) the format and parse; a file that cannot be read raises ImportFormatError."""
+    """Detect (or take) the format and parse; a file that cannot be read raises ImportFormatError.
+
+    Held at once: the conversations parsed so far (their messages' text and
+    ids) and the fields of the one being read; DeLLM's export, one unit, is
+    held whole in those fields (its threads, messages and edges are counted
+    past their limits without being built).
+    """
     limits = limits or Limits()
-    if format is not None and format not in FORMATS:
-        raise ImportFormatError(f"Unknown format {format!r}; use one of {', '.join(FORMATS)}.", field="format")
-    if is_zip(data):
-        if format not in (None, "chatgpt"):
-            raise ImportFormatError("Only ChatGPT's export comes as a zip.", field="format")
-        data = read_member(data, "conversations.json", zip_limits or ZipLimits())
-        format = "chatgpt"
-    text = _decode(data)
+    payload, format = _payload(data, format, zip_limits or ZipLimits())
     if format == "jsonl":
-        return jsonl.parse(text, limits)
+        return jsonl.parse(lines(payload, limits), limits)
     try:
-        document = json.loads(text)
-    except ValueError:
-        if format is None and jsonl.looks_like(text):
-            return jsonl.parse(text, limits)
-        raise ImportFormatError(
-            "The file is neither JSON nor JSONL: supported are ChatGPT's and Claude's exports "
-            "(conversations.json, or ChatGPT's zip), DeLLM's export and JSONL.",
-            field="file",
-        ) from None
-    if format is None:
-        if isinstance(document, list) and not document:
-            raise ImportFormatError("The file holds no conversations.", field="conversations")
-        if isinstance(document, dict) and {"conversation", "role"} <= document.keys():
+        return _parse_json(payload, format, limits)
+    except NotJSON:
+        if format is None and jsonl.looks_like(lines(payload, limits)):
+            return jsonl.parse(lines(payload, limits), limits)
+        raise ImportFormatError(NEITHER, field="file") from None
+
+
+def _parse_json(payload: Payload, format: str | None, limits: Limits) -> ParseResult:
+    it = events(payload.chunks())
+    event, value = next(it, ("end", None))
+    if event == "start_array" and format in (None, "chatgpt", "claude"):
+        return _parse_list(it, format, limits)
+    if event == "start_map" and format in (None, "dellm"):
+        schema = dellm.schema(limits) if format == "dellm" else union(dellm.schema(limits), jsonl.LINE)
+        document = build(it, event, value, schema)
+        drain(it)
+        if format is None and {"conversation", "role"} <= document.keys():
             # A one-line JSONL file is also a JSON object.
-            return jsonl.parse(text, limits)
-        format = detect(document)
+            return jsonl.parse(lines(payload, limits), limits)
+        if format is None and not dellm.looks_like(document):
+            raise _unsupported()
+        return dellm.parse(document, limits)
+    # Anything else is refused, once the whole file is known to be JSON.
+    build(it, event, value, SKIP)
+    drain(it)
+    if format in _LISTS:
+        raise _LISTS[format].not_a_list()
+    if format == "dellm":
+        return dellm.parse(None, limits)
+    raise _unsupported()
+
+
+def _parse_list(it: Iterator[tuple[str, Any]], format: str | None, limits: Limits) -> ParseResult:
+    """A list of ChatGPT or Claude conversations, each parsed as soon as it is read; the first decides the format."""
+    event, value = next(it)
+    if event == "end_array":
+        drain(it)
         if format is None:
-            raise ImportFormatError(
-                "Unsupported file: not a ChatGPT or Claude conversations.json, a DeLLM export or JSONL.",
-                field="file",
-            )
-    return _JSON_PARSERS[format](document, limits)
+            raise _empty()
+        return ParseResult(format=format)
+    if format is None:
+        first = build(it, event, value, union(chatgpt.schema(limits), claude.schema(limits)), 1)
+        format = "chatgpt" if chatgpt.looks_like(first) else "claude" if claude.looks_like(first) else None
+        if format is None:
+            drain(it)
+            raise _unsupported()
+    else:
+        first = build(it, event, value, _LISTS[format].schema(limits), 1)
+    module = _LISTS[format]
+    collector = Collector(
+        format, module.parse_conversation, limits, id_of=module.conversation_id, item=module.schema(limits)
+    )
+    collector.add(first)
+    for event, value in it:
+        if event == "end_array":
+            break
+        collector.add(build(it, event, value, collector.item, 1))
+    drain(it)
+    return collector.finish()
+
+
+def sniff_file(
+    data: bytes | IO[bytes],
+    *,
+    format: str | None = None,
+    limits: Limits | None = None,
+    zip_limits: ZipLimits | None = None,
+    peek: int = PEEK_BYTES,
+) -> str | None:
+    """The format, from the zip's headers and the text's first `peek` bytes; None if those do not tell.
+
+    Raises ImportFormatError for what these bytes already show to be
+    unreadable: not UTF-8, not JSON or JSONL, no conversations, an
+    unsupported shape, a damaged zip or one too large by its headers. What
+    lies further in (and a forced format's shape) only `parse_file` finds.
+    Builds nothing: memory is the peek, whatever the file holds.
+    """
+    limits = limits or Limits()
+    payload, format = _payload(data, format, zip_limits or ZipLimits())
+    read = 0
+
+    def prefix() -> Iterator[bytes]:
+        nonlocal read
+        for chunk in payload.chunks(peek=peek):
+            read += len(chunk)
+            yield chunk
+
+    if format is not None:
+        for _ in prefix():
+            pass
+        return format
+    try:
+        return _sniff_json(events(prefix(), final=False), complete=lambda: read < peek)
+    except NotJSON:
+        first = next((line for line in _prefix_lines(payload, peek) if line.strip()), None)
+        if first is not None and jsonl.looks_like([first]):
+            return "jsonl"
+        if first is None and read >= peek:
+            return None
+        raise ImportFormatError(NEITHER, field="file") from None
+
+
+def _prefix_lines(payload: Payload, peek: int) -> Iterator[str]:
+    """The complete lines of the prefix."""
+    text = b"".join(payload.chunks(peek=peek))
+    complete, _, rest = text.rpartition(b"\n")
+    yield from complete.decode("utf-8", errors="replace").splitlines()
+    if len(text) < peek:
+        yield from rest.decode("utf-8", errors="replace").splitlines()
+
+
+def _sniff_json(it: Iterator[tuple[str, Any]], *, complete: Any) -> str | None:
+    """The format the first events show, with `parse_file`'s rules; None where the prefix ends first."""
+    event, _ = next(it, ("end", None))
+    if event == "end":
+        return None
+    if event == "start_array":
+        event, _ = next(it, ("end", None))
+        if event == "end":
+            return None
+        if event == "end_array":
+            drain(it)
+            if complete():
+                raise _empty()
+            return None
+        if event != "start_map":
+            _unless_broken(it)
+        keys = _top_keys(it, stop={"mapping"})
+        if keys is None:
+            return None
+        if "mapping" in keys:
+            return "chatgpt"
+        return "claude" if "chat_messages" in keys else _unless_broken(it)
+    if event == "start_map":
+        keys = _top_keys(it, stop=set())
+        if keys is None:
+            return None
+        if {"conversation", "role"} <= keys:
+            return "jsonl"
+        return "dellm" if {"threads", "messages", "edges"} <= keys else _unless_broken(it)
+    return _unless_broken(it)
+
+
+def _unless_broken(it: Iterator[tuple[str, Any]]) -> NoReturn:
+    """An unsupported shape: refused, unless what follows in the prefix is not JSON (then NotJSON)."""
+    drain(it)
+    raise _unsupported()
+
+
+def _top_keys(it: Iterator[tuple[str, Any]], *, stop: set[str]) -> set[str] | None:
+    """The keys of the object just opened (up to a key in `stop`); None if the prefix ends first."""
+    keys: set[str] = set()
+    level = 1
+    for event, value in it:
+        if event == "map_key" and level == 1:
+            keys.add(value)
+            if value in stop:
+                return keys
+        elif event == "start_map" or event == "start_array":
+            level += 1
+        elif event == "end_map" or event == "end_array":
+            level -= 1
+            if level == 0:
+                return keys
+    return None

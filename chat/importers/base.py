@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from chat.importers.schema import SKIP
+
 # The roles of DeLLM's own messages (its export): `system` is a `/v1` client's
 # stored system prompt, restored with its edges like any message.
 ROLES = ("user", "assistant", "summary", "system")
@@ -27,9 +29,20 @@ class Limits:
     max_messages: int = 100_000
     max_conversation_messages: int = 2_000
     max_message_chars: int = 100_000
+    # DeLLM's export: the edges one file may bring (each is held until the whole file is read).
+    max_edges: int = 1_000_000
+
+    @property
+    def max_conversation_nodes(self) -> int:
+        """Entries of one conversation held while it is read (ChatGPT's mapping nodes, Claude's messages).
+
+        Hidden, tool and side-branch nodes are not messages, so this allows
+        ten per message of the active branch; more is no real export.
+        """
+        return 10 * self.max_conversation_messages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImportedMessage:
     source_id: str
     role: str
@@ -44,7 +57,7 @@ class ImportedMessage:
     exported_thread: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImportedEdge:
     """An explicit provenance edge between two messages' source ids (DeLLM's own export)."""
 
@@ -162,31 +175,69 @@ def check_message_count(count: int, limits: Limits) -> None:
         )
 
 
-def collect(fmt: str, items: list[Any], parse_one: Any, limits: Limits, *, id_of: Any) -> ParseResult:
-    """Parse each conversation; a bad one becomes an error naming it, the rest go on."""
-    if len(items) > limits.max_conversations:
-        raise ImportFormatError(
-            f"The file has {len(items)} conversations; at most {limits.max_conversations} can be imported at once.",
-            field="conversations",
-        )
-    result = ParseResult(format=fmt)
-    total = 0
-    seen: set[str] = set()
-    for index, item in enumerate(items):
-        name = id_of(item) or f"#{index}"
+class Collector:
+    """Parses conversations one at a time as they are read; a bad one becomes an error naming it, the rest go on.
+
+    Past a count limit it builds no more (`item` turns SKIP) but keeps
+    counting, so the error names the file's real number of conversations,
+    and a broken file still reads as broken before any limit is reported.
+    """
+
+    def __init__(self, fmt: str, parse_one: Any, limits: Limits, *, id_of: Any, item: Any = None) -> None:
+        self.result = ParseResult(format=fmt)
+        self.parse_one, self.limits, self.id_of, self.item = parse_one, limits, id_of, item
+        self.count = 0
+        self.total = 0
+        self.over_messages = False
+        self.seen: set[str] = set()
+
+    def add(self, item: Any) -> None:
+        index = self.count
+        self.count += 1
+        if self.count > self.limits.max_conversations or self.over_messages:
+            self._stop()
+            return
+        name = self.id_of(item) or f"#{index}"
         try:
-            conversation = parse_one(item, limits)
+            conversation = self.parse_one(item, self.limits)
         except ConversationInvalid as exc:
-            result.errors.append(ConversationError(conversation=name, field=exc.field, message=exc.message))
-            continue
-        if conversation.source_id in seen:
-            result.errors.append(ConversationError(conversation=name, field="id", message="appears twice in the file"))
-            continue
-        seen.add(conversation.source_id)
-        total += len(conversation.messages)
-        if total > limits.max_messages:
-            raise ImportFormatError(
-                f"The file has more than {limits.max_messages} messages; split it.", field="messages"
+            self.result.errors.append(ConversationError(conversation=name, field=exc.field, message=exc.message))
+            return
+        if conversation.source_id in self.seen:
+            self.result.errors.append(
+                ConversationError(conversation=name, field="id", message="appears twice in the file")
             )
-        result.conversations.append(conversation)
-    return result
+            return
+        self.seen.add(conversation.source_id)
+        self.total += len(conversation.messages)
+        if self.total > self.limits.max_messages:
+            self.over_messages = True
+            self._stop()
+            return
+        self.result.conversations.append(conversation)
+
+    def _stop(self) -> None:
+        self.item = SKIP
+        self.result = ParseResult(format=self.result.format)
+        self.seen = set()
+
+    def finish(self) -> ParseResult:
+        if self.count > self.limits.max_conversations:
+            raise ImportFormatError(
+                f"The file has {self.count} conversations; "
+                f"at most {self.limits.max_conversations} can be imported at once.",
+                field="conversations",
+            )
+        if self.over_messages:
+            raise ImportFormatError(
+                f"The file has more than {self.limits.max_messages} messages; split it.", field="messages"
+            )
+        return self.result
+
+
+def collect(fmt: str, items: list[Any], parse_one: Any, limits: Limits, *, id_of: Any) -> ParseResult:
+    """Parse each conversation of a list (`Collector`)."""
+    collector = Collector(fmt, parse_one, limits, id_of=id_of)
+    for item in items:
+        collector.add(item)
+    return collector.finish()

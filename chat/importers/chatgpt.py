@@ -20,21 +20,48 @@ from chat.importers.base import (
     ImportedMessage,
     ImportFormatError,
     Limits,
-    ParseResult,
     check_message_count,
     check_text,
-    collect,
     epoch_datetime,
     source_key,
 )
+from chat.importers.schema import KEEP, Arr, Obj, TextPieces, TooMany
 
 FORMAT = "chatgpt"
 TEXT_CONTENT_TYPES = ("text", "multimodal_text")
 KEPT_ROLES = ("user", "assistant")
 
 
-def looks_like(document: Any) -> bool:
-    return isinstance(document, list) and bool(document) and isinstance(document[0], dict) and "mapping" in document[0]
+# What parse_conversation reads of a conversation; the rest of the file is never built.
+_MESSAGE = Obj(
+    {
+        "id": KEEP,
+        "author": Obj({"role": KEEP}),
+        "metadata": Obj({"is_visually_hidden_from_conversation": KEEP}),
+        "recipient": KEEP,
+        "content": Obj({"content_type": KEEP, "parts": Arr(reducer=TextPieces)}),
+        "create_time": KEEP,
+    }
+)
+_NODE = Obj({"message": _MESSAGE, "parent": KEEP})
+
+
+def schema(limits: Limits) -> Obj:
+    return Obj(
+        {
+            "conversation_id": KEEP,
+            "id": KEEP,
+            "title": KEEP,
+            "create_time": KEEP,
+            "current_node": KEEP,
+            "mapping": Obj(other=_NODE, max_other=limits.max_conversation_nodes),
+        }
+    )
+
+
+def looks_like(first: Any) -> bool:
+    """Whether the first conversation of a list is ChatGPT's."""
+    return isinstance(first, dict) and "mapping" in first
 
 
 def conversation_id(item: Any) -> str | None:
@@ -44,10 +71,8 @@ def conversation_id(item: Any) -> str | None:
     return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
-def parse(document: Any, limits: Limits) -> ParseResult:
-    if not isinstance(document, list):
-        raise ImportFormatError("A ChatGPT conversations.json holds a list of conversations.", field="conversations")
-    return collect(FORMAT, document, parse_conversation, limits, id_of=conversation_id)
+def not_a_list() -> ImportFormatError:
+    return ImportFormatError("A ChatGPT conversations.json holds a list of conversations.", field="conversations")
 
 
 def _active_branch(mapping: dict[str, Any], current: str) -> list[tuple[str, Any]]:
@@ -89,6 +114,8 @@ def parse_conversation(item: Any, limits: Limits) -> Conversation:
     if title is not None and not isinstance(title, str):
         raise ConversationInvalid("title", "is not a string")
     mapping = item.get("mapping")
+    if isinstance(mapping, TooMany):
+        raise ConversationInvalid("mapping", f"has more than {mapping.limit} nodes")
     if not isinstance(mapping, dict):
         raise ConversationInvalid("mapping", "is missing or not an object")
     current = item.get("current_node")

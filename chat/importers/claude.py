@@ -18,25 +18,59 @@ from chat.importers.base import (
     ImportedMessage,
     ImportFormatError,
     Limits,
-    ParseResult,
     check_message_count,
     check_text,
-    collect,
     iso_datetime,
     source_key,
 )
+from chat.importers.schema import KEEP, SKIP, Arr, Capped, CappedReducer, Obj, TextPieces
 
 FORMAT = "claude"
 SENDERS = {"human": "user", "assistant": "assistant"}
 
 
-def looks_like(document: Any) -> bool:
-    return (
-        isinstance(document, list)
-        and bool(document)
-        and isinstance(document[0], dict)
-        and "chat_messages" in document[0]
+class Blocks:
+    """A message's `content` read as it streams: its non-blank text, or the first block that is wrong."""
+
+    item: Any = Obj({"type": KEEP, "text": KEEP})
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.texts = TextPieces()
+        self.bad: tuple[str, str] | None = None
+
+    def add(self, block: Any) -> None:
+        index = self.count
+        self.count += 1
+        if not isinstance(block, dict):
+            self.bad = (f"[{index}]", "is not an object")
+        elif block.get("type") == "text":
+            if not isinstance(block.get("text"), str):
+                self.bad = (f"[{index}].text", "is not a string")
+            else:
+                self.texts.add(block["text"])
+        if self.bad is not None:
+            self.item = SKIP
+
+    def finish(self) -> Blocks:
+        return self
+
+
+def schema(limits: Limits) -> Obj:
+    message = Obj({"uuid": KEEP, "sender": KEEP, "text": KEEP, "created_at": KEEP, "content": Arr(reducer=Blocks)})
+    return Obj(
+        {
+            "uuid": KEEP,
+            "name": KEEP,
+            "created_at": KEEP,
+            "chat_messages": Arr(reducer=lambda: CappedReducer(message, limits.max_conversation_nodes)),
+        }
     )
+
+
+def looks_like(first: Any) -> bool:
+    """Whether the first conversation of a list is Claude's."""
+    return isinstance(first, dict) and "chat_messages" in first
 
 
 def conversation_id(item: Any) -> str | None:
@@ -44,26 +78,19 @@ def conversation_id(item: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def parse(document: Any, limits: Limits) -> ParseResult:
-    if not isinstance(document, list):
-        raise ImportFormatError("A Claude conversations.json holds a list of conversations.", field="conversations")
-    return collect(FORMAT, document, parse_conversation, limits, id_of=conversation_id)
+def not_a_list() -> ImportFormatError:
+    return ImportFormatError("A Claude conversations.json holds a list of conversations.", field="conversations")
 
 
 def _text(message: dict[str, Any], where: str) -> str:
     content = message.get("content")
     if content is not None:
-        if not isinstance(content, list):
+        if not isinstance(content, Blocks):
             raise ConversationInvalid(f"{where}.content", "is not a list of blocks")
-        texts = []
-        for index, block in enumerate(content):
-            if not isinstance(block, dict):
-                raise ConversationInvalid(f"{where}.content[{index}]", "is not an object")
-            if block.get("type") == "text":
-                if not isinstance(block.get("text"), str):
-                    raise ConversationInvalid(f"{where}.content[{index}].text", "is not a string")
-                texts.append(block["text"])
-        joined = "\n".join(t for t in texts if t.strip()).strip()
+        if content.bad is not None:
+            suffix, reason = content.bad
+            raise ConversationInvalid(f"{where}.content{suffix}", reason)
+        joined = "\n".join(content.texts.finish()).strip()
         if joined:
             return joined
     text = message.get("text")
@@ -84,6 +111,8 @@ def parse_conversation(item: Any, limits: Limits) -> Conversation:
     chat_messages = item.get("chat_messages")
     if not isinstance(chat_messages, list):
         raise ConversationInvalid("chat_messages", "is missing or not a list")
+    if isinstance(chat_messages, Capped) and chat_messages.total > limits.max_conversation_nodes:
+        raise ConversationInvalid("chat_messages", f"has more than {limits.max_conversation_nodes} messages")
     messages: list[ImportedMessage] = []
     for index, message in enumerate(chat_messages):
         where = f"chat_messages[{index}]"

@@ -21,7 +21,7 @@ thread (`chat.writer.graph_store`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from chat.importers.base import (
     ROLES,
@@ -37,6 +37,7 @@ from chat.importers.base import (
     check_text,
     iso_datetime,
 )
+from chat.importers.schema import KEEP, SKIP, Arr, Capped, CappedReducer, Obj
 from chat.models import ContextEdge
 
 FORMAT = "dellm"
@@ -44,6 +45,62 @@ FORMAT = "dellm"
 MAX_RANK = 32767
 MAX_ID = 2**63 - 1
 SIGNALS = frozenset(ContextEdge.Signal.values) | {""}
+
+
+class RawEdge(NamedTuple):
+    """An edge as the file gives it (`edges` is held until the file is read: a tuple, not a dict, each)."""
+
+    source: Any
+    target: Any
+    rank: Any
+    score: Any
+    signal: Any
+
+
+_EDGE = Obj({"source": KEEP, "target": KEEP, "rank": KEEP, "score": KEEP, "signal": KEEP})
+
+
+class _Edges:
+    def __init__(self, limit: int) -> None:
+        self.item: Any = _EDGE
+        self.limit = limit
+        self.out = Capped()
+
+    def add(self, edge: Any) -> None:
+        self.out.total += 1
+        if self.out.total > self.limit:
+            self.item = SKIP
+            return
+        if isinstance(edge, dict):
+            edge = RawEdge(
+                edge.get("source"),
+                edge.get("target"),
+                edge.get("rank", 0),
+                edge.get("score", 0.0),
+                edge.get("signal", ""),
+            )
+        self.out.append(edge)
+
+    def finish(self) -> Capped:
+        return self.out
+
+
+def schema(limits: Limits) -> Obj:
+    """What parse reads of the export (with `threads`, `messages` and `edges` counted past their limits)."""
+    thread = Obj({"id": KEEP, "title": KEEP, "created_at": KEEP})
+    message = Obj({"id": KEEP, "thread": KEEP, "role": KEEP, "content": KEEP, "seq": KEEP, "created_at": KEEP})
+    return Obj(
+        {
+            "username": KEEP,
+            "threads": Arr(reducer=lambda: CappedReducer(thread, limits.max_conversations)),
+            "messages": Arr(reducer=lambda: CappedReducer(message, limits.max_messages)),
+            "edges": Arr(reducer=lambda: _Edges(limits.max_edges)),
+        }
+    )
+
+
+def _count(items: list[Any]) -> int:
+    return items.total if isinstance(items, Capped) else len(items)
 
 
 def looks_like(document: Any) -> bool:
@@ -96,13 +153,15 @@ def parse(document: Any, limits: Limits) -> ParseResult:
     for name, value in (("threads", threads), ("messages", messages), ("edges", edges)):
         if not isinstance(value, list):
             raise ImportFormatError(f"{name} is not a list.", field=name)
-    if len(threads) > limits.max_conversations:
+    if _count(threads) > limits.max_conversations:
         raise ImportFormatError(
-            f"The file has {len(threads)} threads; at most {limits.max_conversations} can be imported at once.",
+            f"The file has {_count(threads)} threads; at most {limits.max_conversations} can be imported at once.",
             field="threads",
         )
-    if len(messages) > limits.max_messages:
+    if _count(messages) > limits.max_messages:
         raise ImportFormatError(f"The file has more than {limits.max_messages} messages; split it.", field="messages")
+    if _count(edges) > limits.max_edges:
+        raise ImportFormatError(f"The file has more than {limits.max_edges} edges; split it.", field="edges")
     result = ParseResult(format=FORMAT)
     edges_out: list[ImportedEdge] = []
     # One document is one unit (edges cross threads): any error refuses all of it.
@@ -118,7 +177,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                 raise ConversationInvalid(f"threads[{index}].title", "is not a string")
             titles[thread_id] = (title, iso_datetime(thread.get("created_at"), f"threads[{index}].created_at"))
             by_thread[thread_id] = []
-        known: set[str] = set()
+        # Message id -> key: an edge's keys are these very strings, not a copy per edge.
+        known: dict[int, str] = {}
         prompts: set[str] = set()
         for index, message in enumerate(messages):
             where = f"messages[{index}]"
@@ -134,9 +194,9 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if not isinstance(content, str) or not content.strip():
                 raise ConversationInvalid(f"{where}.content", "is missing or empty")
             key = f"{username}:{message_id}"
-            if key in known:
+            if message_id in known:
                 raise ConversationInvalid(f"{where}.id", "names a message listed before")
-            known.add(key)
+            known[message_id] = key
             if message["role"] == "system":
                 prompts.add(key)
             seq = _int(message.get("seq"), f"{where}.seq")
@@ -156,11 +216,11 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             )
         for index, edge in enumerate(edges):
             where = f"edges[{index}]"
-            if not isinstance(edge, dict):
+            if not isinstance(edge, RawEdge):
                 raise ConversationInvalid(where, "is not an object")
-            source = f"{username}:{_int(edge.get('source'), f'{where}.source')}"
-            target = f"{username}:{_int(edge.get('target'), f'{where}.target')}"
-            if source not in known or target not in known:
+            source = known.get(_int(edge.source, f"{where}.source"))
+            target = known.get(_int(edge.target, f"{where}.target"))
+            if source is None or target is None:
                 raise ConversationInvalid(where, "joins a message the export does not have")
             if target in prompts:
                 raise ConversationInvalid(f"{where}.target", "is a system prompt, which derives from nothing")
@@ -168,9 +228,9 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                 ImportedEdge(
                     source=source,
                     target=target,
-                    rank=_rank(edge.get("rank", 0), f"{where}.rank"),
-                    score=_score(edge.get("score", 0.0), f"{where}.score"),
-                    signal=_signal(edge.get("signal", ""), f"{where}.signal"),
+                    rank=_rank(edge.rank, f"{where}.rank"),
+                    score=_score(edge.score, f"{where}.score"),
+                    signal=_signal(edge.signal, f"{where}.signal"),
                 )
             )
         for thread_id, rows in by_thread.items():

@@ -18,6 +18,7 @@ lines are ignored.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +35,19 @@ from chat.importers.base import (
     iso_datetime,
     source_key,
 )
+from chat.importers.schema import KEEP, Obj, Skipped
 
 FORMAT = "jsonl"
 ROLES = ("user", "assistant")
+# The fields of a line that are read; the others are dropped as each line is read.
+FIELDS = ("conversation", "role", "content", "created_at", "id", "title")
+# A one-line file is also a JSON object: what telling it from DeLLM's export reads.
+LINE = Obj(dict.fromkeys(FIELDS, KEEP))
+
+
+def max_line_bytes(limits: Limits) -> int:
+    """A line with the longest message, every character escaped (a surrogate pair: 12 bytes), and its other fields."""
+    return 12 * limits.max_message_chars + 1024 * 1024
 
 
 @dataclass
@@ -46,24 +57,49 @@ class _Lines:
     broken: ConversationInvalid | None = None
 
 
-def looks_like(text: str) -> bool:
-    for line in text.splitlines():
+def _row(line: str) -> Any:
+    """The line's JSON; of an object only FIELDS, a container among them as `Skipped` (ValueError if not JSON)."""
+    try:
+        row = json.loads(line)
+    except RecursionError:
+        raise ValueError("too deep") from None
+    if isinstance(row, dict):
+        row = {
+            key: Skipped("object" if isinstance(row[key], dict) else "list", not row[key])
+            if isinstance(row[key], (dict, list))
+            else row[key]
+            for key in FIELDS
+            if key in row
+        }
+    return row
+
+
+def looks_like(lines: Iterable[str]) -> bool:
+    for line in lines:
         if line.strip():
             try:
-                first = json.loads(line)
+                first = _row(line)
             except ValueError:
                 return False
             return isinstance(first, dict) and "conversation" in first and "role" in first
     return False
 
 
-def parse(text: str, limits: Limits) -> ParseResult:
+def parse(lines: Iterable[str], limits: Limits) -> ParseResult:
+    """The lines (as `str.splitlines` gives them, numbered from 1) grouped into conversations."""
     groups: dict[str, _Lines] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    rows = 0
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        rows += 1
+        # Each line is one message: the count bounds what is held before the conversations are grouped.
+        if rows > limits.max_messages:
+            raise ImportFormatError(
+                f"The file has more than {limits.max_messages} messages; split it.", field="messages"
+            )
         try:
-            row = json.loads(line)
+            row = _row(line)
         except ValueError:
             raise ImportFormatError(f"Line {number} is not JSON.", field=f"line {number}") from None
         if not isinstance(row, dict):

@@ -147,6 +147,31 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
                 capped <= TARGETS["redaction_preview_s"],
             )
         )
+    memory = results.get("import_memory")
+    if memory:
+        runs = [
+            memory["web"],
+            memory["worker"],
+            *([memory["raw"]["web"], memory["raw"]["worker"]] if "raw" in memory else []),
+        ]
+        peaks = [run.get("peak_rss_mb") for run in runs]
+        out.append(
+            (
+                f"Import of a {memory['text_bytes'] / 1e6:.0f} MB export (zipped; and the largest unzipped "
+                f"upload): peak RSS of web and worker < {memory['target_mb']} MB",
+                " / ".join("–" if peak is None else f"{peak:.0f} MB" for peak in peaks),
+                None not in peaks
+                and max(peaks) < memory["target_mb"]
+                and all(run.get("status") == "done" for run in runs[1::2]),
+            )
+        )
+        out.append(
+            (
+                "A 200 MB export is refused",
+                memory["refused"].get("refused", "accepted"),
+                "refused" in memory["refused"],
+            )
+        )
     out += _load_targets(results)
     return out
 
@@ -701,6 +726,47 @@ def _redaction_section(redaction: dict) -> list[str]:
     ]
 
 
+def _import_memory_section(memory: dict) -> list[str]:
+    def row(name: str, run: dict) -> list[str]:
+        if "failed" in run:
+            return [name, "–", "–", "–", run["failed"]]
+        outcome = run.get("refused") or run.get("error") or run.get("status") or f"job {run.get('job')}"
+        return [
+            name,
+            f"{run['baseline_rss_mb']:.0f} MB",
+            f"{run['peak_rss_mb']:.0f} MB",
+            f"{run['seconds']:.1f} s",
+            outcome,
+        ]
+
+    refused = memory["refused"]
+    return [
+        "## Memory of an import (issue 20)",
+        f"A generated ChatGPT export: {memory['text_bytes'] / 1e6:.0f} MB of JSON ({memory['zip_bytes'] / 1e6:.1f} MB "
+        f"zipped), {memory['conversations']:,} conversations x {memory['messages'] // memory['conversations']} "
+        "messages, each node's metadata a list of small objects. Each path runs in its own process "
+        "(`lab/bench/import_memory.py`); peak RSS is the child's `ru_maxrss`, baseline its RSS once loaded.",
+        _table(
+            ["path", "baseline RSS", "peak RSS", "time", "outcome"],
+            [
+                row("web: import_job_create (sniff, store)", memory["web"]),
+                row("worker: import_job_run (parse, embed, write)", memory["worker"]),
+                *(
+                    [
+                        row(f"web: {memory['raw']['text_bytes'] / 1e6:.0f} MB unzipped upload", memory["raw"]["web"]),
+                        row("worker: the same", memory["raw"]["worker"]),
+                    ]
+                    if "raw" in memory
+                    else []
+                ),
+                row(f"web: {refused['text_bytes'] / 1e6:.0f} MB export", refused),
+            ],
+        ),
+        f"Bound: peak RSS under {memory['target_mb']} MB for each process; an export over "
+        f"DELLM_IMPORT_MAX_UNZIPPED_BYTES ({memory['limit_bytes']:,} bytes) is refused by its zip header.",
+    ]
+
+
 def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     charts = _charts(out, results)
@@ -720,6 +786,7 @@ def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
     sections += _import_taint_section(results["import_taint"]) if "import_taint" in results else []
     sections += _thread_page_section(results["thread_page"]) if "thread_page" in results else []
     sections += _redaction_section(results["redaction"]) if "redaction" in results else []
+    sections += _import_memory_section(results["import_memory"]) if "import_memory" in results else []
     report.write_text("\n\n".join(header + sections) + "\n", encoding="utf-8")
     section = out / "README_SECTION.md"
     section.write_text(

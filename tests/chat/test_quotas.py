@@ -36,15 +36,6 @@ def history(owner, count: int, age: timedelta = timedelta(0)) -> None:
     Message.objects.filter(owner=owner).update(created_at=timezone.now() - age)
 
 
-def test_a_file_larger_than_a_days_quota_is_413_and_no_job(api, owner, settings):
-    settings.DELLM_QUOTA_MESSAGES_PER_DAY = 5
-    response = upload(api, jsonl(4, 2))
-    assert response.status_code == 413
-    assert response.json()["error"]["code"] == "quota_exceeded"
-    assert "Retry-After" not in response.headers
-    assert not ImportJob.objects.exists()
-
-
 def test_an_upload_when_the_days_quota_is_spent_is_429_with_retry_after(api, owner, settings):
     settings.DELLM_QUOTA_MESSAGES_PER_DAY = 5
     # Five messages an hour ago: the first of them ages out of the day in 23 hours.

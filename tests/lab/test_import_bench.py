@@ -42,3 +42,31 @@ def test_import_taint_bench_stores_nothing_of_a_chain_onto_a_deleted_message_and
     assert "## Import taint pass (issue 20)" in (tmp_path / "REPORT.md").read_text()
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="taintbench-").exists()
+
+
+def test_import_memory_bench_measures_both_paths_in_their_own_processes(transactional_db, settings, tmp_path):
+    settings.DELLM_IMPORT_MAX_BYTES = 2_000_000
+    settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES = 3_000_000
+    call_command(
+        "dellm_bench",
+        parts="import_memory",
+        import_memory_mb=2,
+        import_memory_refused_mb=4,
+        import_memory_conversations=20,
+        out=str(tmp_path),
+        stdout=StringIO(),
+    )
+
+    results = json.loads((tmp_path / "results.json").read_text())["results"]["import_memory"]
+    assert (results["web"]["format"], results["worker"]["status"], results["worker"]["imported"]) == (
+        "chatgpt",
+        "done",
+        200,
+    )
+    assert results["raw"]["worker"]["status"] == "done"
+    assert results["refused"]["refused"] == "conversations.json is larger than 3000000 bytes."
+    assert all(results[path]["peak_rss_mb"] > 0 for path in ("web", "worker"))
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## Memory of an import (issue 20)" in report
+    assert Message.objects.count() == 0
+    assert not get_user_model().objects.filter(username__startswith="importbench-").exists()

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
@@ -42,10 +43,11 @@ PARTS = (
     "import_taint",
     "thread_page",
     "redaction",
+    "import_memory",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
-# export (lab/bench/imports.py); no `dellm_seed` needed.
+# export (lab/bench/imports.py, lab/bench/import_memory.py); no `dellm_seed` needed.
 SELF_CONTAINED = {
     "streams",
     "soak",
@@ -53,6 +55,7 @@ SELF_CONTAINED = {
     "import_taint",
     "thread_page",
     "redaction",
+    "import_memory",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -118,6 +121,15 @@ class Command(BaseCommand):
             "--redaction-messages", type=int, default=50, help="Matched messages in the redaction part's preview."
         )
         parser.add_argument("--redaction-chars", type=int, default=20_000, help="Characters of each, and of the query.")
+        parser.add_argument(
+            "--import-memory-mb", type=int, default=100, help="MB of JSON in the import_memory part's accepted export."
+        )
+        parser.add_argument(
+            "--import-memory-refused-mb", type=int, default=200, help="MB of JSON in the export that must be refused."
+        )
+        parser.add_argument(
+            "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -222,6 +234,12 @@ class Command(BaseCommand):
         if part == "redaction":
             return redaction_bench(
                 messages=options["redaction_messages"], chars=options["redaction_chars"], seed=options["seed"]
+            )
+        if part == "import_memory":
+            return import_memory_bench(
+                megabytes=options["import_memory_mb"],
+                refused_megabytes=options["import_memory_refused_mb"],
+                conversations=options["import_memory_conversations"],
             )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.

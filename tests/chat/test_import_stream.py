@@ -1,0 +1,264 @@
+"""Imports read as a stream: memory bounded by what is kept, adversarial files refused (issue 20, items 1 and 7)."""
+
+import io
+import json
+import struct
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from chat import imports
+from chat.importers import ImportFormatError, Limits, ZipLimits, parse_file, sniff_file
+from chat.models import ImportJob
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHATGPT = (FIXTURES / "chatgpt_conversations.json").read_bytes()
+CLAUDE = (FIXTURES / "claude_conversations.json").read_bytes()
+JSONL = b'{"conversation": "trip", "role": "user", "content": "I like window seats."}\n'
+
+
+def bloated_chatgpt(*, conversations: int, messages: int, metadata: int) -> bytes:
+    """The issue's export: each node's metadata a list of `metadata` small objects, which no parser reads."""
+    document = []
+    for c in range(conversations):
+        mapping = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+        parent = "root"
+        for m in range(messages):
+            node = f"c{c}-m{m}"
+            mapping[node] = {
+                "id": node,
+                "message": {
+                    "id": node,
+                    "author": {"role": "user" if m % 2 == 0 else "assistant"},
+                    "create_time": 1_700_000_000 + c * 3600 + m,
+                    "content": {"content_type": "text", "parts": [f"message {m} of conversation {c}"]},
+                    "metadata": [{"k": i, "v": "x"} for i in range(metadata)],
+                    "recipient": "all",
+                },
+                "parent": parent,
+                "children": [],
+            }
+            parent = node
+        document.append({"id": f"conv-{c}", "title": f"C{c}", "mapping": mapping, "current_node": parent})
+    return json.dumps(document).encode()
+
+
+def summary(result):
+    return [(c.source_id, c.title, [(m.source_id, m.role, m.text) for m in c.messages]) for c in result.conversations]
+
+
+def peak_bytes(call) -> tuple[int, object]:
+    tracemalloc.start()
+    try:
+        result = call()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()
+
+
+def test_parse_peak_memory_is_a_fraction_of_the_file_not_a_multiple():
+    data = bloated_chatgpt(conversations=100, messages=10, metadata=300)
+    assert len(data) > 6_000_000
+    peak, result = peak_bytes(lambda: parse_file(data))
+    assert (len(result.conversations), result.message_count, result.errors) == (100, 1000, [])
+    # json.loads built every metadata object: 67 MB here, ten times the file. What is kept
+    # here is 1,000 short messages plus one conversation's fields and a 64 KiB chunk.
+    assert peak < len(data) // 6
+
+
+def test_skipped_fields_change_nothing_in_the_result():
+    lean = parse_file(bloated_chatgpt(conversations=3, messages=4, metadata=0))
+    bloated = parse_file(bloated_chatgpt(conversations=3, messages=4, metadata=50))
+    assert summary(bloated) == summary(lean)
+    assert [m.created_at for c in bloated.conversations for m in c.messages] == [
+        m.created_at for c in lean.conversations for m in c.messages
+    ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100_000,
+        b'{"threads": ' + b"[" * 100_000,
+        # Deep inside a field no parser reads: skipped, but its depth still counted.
+        json.dumps([{"id": "c", "mapping": {}, "current_node": "x", "x": "NEST"}])
+        .encode()
+        .replace(b'"NEST"', b"[" * 5_000 + b"]" * 5_000),
+    ],
+)
+def test_deep_nesting_is_a_format_error_not_a_recursion_error(data):
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(data)
+    assert (caught.value.field, caught.value.message) == ("file", "The file nests deeper than 64 levels.")
+
+
+def test_deep_nesting_in_a_jsonl_line_is_a_format_error():
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(b'{"conversation": "c", "role": "user", "content": ' + b"[" * 100_000, format="jsonl")
+    assert caught.value.message == "Line 1 is not JSON."
+
+
+def test_a_mapping_with_more_nodes_than_a_conversation_can_hold_is_refused_while_reading():
+    mapping = {f"n{i}": {"parent": None} for i in range(25)}
+    data = json.dumps([{"id": "c", "mapping": mapping, "current_node": "n0"}]).encode()
+    result = parse_file(data, limits=Limits(max_conversation_messages=2))
+    assert [e.as_dict() for e in result.errors] == [
+        {"conversation": "c", "field": "mapping", "message": "has more than 20 nodes"}
+    ]
+
+
+def test_too_many_conversations_are_counted_not_built():
+    data = json.dumps([json.loads(CHATGPT)[1] | {"id": f"c{i}"} for i in range(50)]).encode()
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(data, limits=Limits(max_conversations=3))
+    assert caught.value.message == "The file has 50 conversations; at most 3 can be imported at once."
+
+
+def test_dellm_edges_past_their_limit_are_refused():
+    export = {
+        "username": "alice",
+        "threads": [{"id": 1}],
+        "messages": [{"id": 1, "thread": 1, "seq": 1, "role": "user", "content": "a"}],
+        "edges": [{"source": 1, "target": 1}] * 11,
+    }
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(json.dumps(export).encode(), limits=Limits(max_edges=10))
+    assert (caught.value.field, caught.value.message) == ("edges", "The file has more than 10 edges; split it.")
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _lie_about_size(data: bytes, size: int) -> bytes:
+    """The zip with its member's uncompressed size set to `size` in both headers."""
+    out = bytearray(data)
+    local = out.index(b"PK\x03\x04")
+    out[local + 22 : local + 26] = struct.pack("<I", size)
+    central = out.index(b"PK\x01\x02")
+    out[central + 24 : central + 28] = struct.pack("<I", size)
+    return bytes(out)
+
+
+def test_a_zip_bomb_lying_in_its_headers_is_refused_while_reading_in_bounded_memory():
+    bomb = _lie_about_size(_zip({"conversations.json": b"[" + b" " * 50_000_000 + b"]"}), 1_000)
+    assert len(bomb) < 100_000
+
+    def refused():
+        with pytest.raises(ImportFormatError) as caught:
+            parse_file(bomb)
+        return caught.value.message
+
+    peak, message = peak_bytes(refused)
+    assert message == "conversations.json in the zip cannot be read."
+    assert peak < 2_000_000
+
+
+def test_a_member_over_the_limit_is_refused_by_its_header_before_it_is_unpacked(monkeypatch):
+    data = _zip({"conversations.json": CHATGPT})
+    opened = []
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda *args, **kwargs: opened.append(args))
+    with pytest.raises(ImportFormatError) as caught:
+        sniff_file(data, zip_limits=ZipLimits(max_member_bytes=len(CHATGPT) - 1))
+    assert (caught.value.message, opened) == (f"conversations.json is larger than {len(CHATGPT) - 1} bytes.", [])
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (CHATGPT, "chatgpt"),
+        (CLAUDE, "claude"),
+        (JSONL * 3, "jsonl"),
+        (json.dumps({"username": "a", "threads": [], "messages": [], "edges": []}).encode(), "dellm"),
+        (_zip({"conversations.json": CHATGPT}), "chatgpt"),
+        # The first conversation is longer than the peek, and has no `mapping` before it ends: the job tells.
+        (json.dumps([{"uuid": "x" * 2_000_000, "chat_messages": []}]).encode(), None),
+    ],
+)
+def test_sniff_tells_the_format_from_the_first_bytes(data, expected):
+    assert sniff_file(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\xff\xfe\x00", "The file is not UTF-8 text, a JSON export or a zip."),
+        (b"hello" + b" " * 3_000_000, "The file is neither JSON nor JSONL"),
+        (b"[]", "The file holds no conversations."),
+        (b'[{"a": 1}' + b" " * 3_000_000, "Unsupported file"),
+        (b'{"hello": 1}', "Unsupported file"),
+    ],
+)
+def test_sniff_refuses_what_the_first_bytes_show(data, message):
+    with pytest.raises(ImportFormatError) as caught:
+        sniff_file(data)
+    assert caught.value.message.startswith(message)
+
+
+def test_sniff_memory_is_the_peek_whatever_the_file_holds():
+    data = bloated_chatgpt(conversations=60, messages=10, metadata=300)
+    assert len(data) > 4_000_000
+    peak, found = peak_bytes(lambda: sniff_file(data))
+    assert found == "chatgpt"
+    assert peak < 3_000_000
+
+
+def test_the_web_request_does_not_parse_what_lies_past_the_peek(api, owner, django_capture_on_commit_callbacks):
+    # Read in full, the file is not JSON; its first MiB is a ChatGPT export.
+    broken = CHATGPT.rstrip()[:-1] + b" " * 2_000_000 + b"oops"
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(
+            "/api/imports/", {"file": SimpleUploadedFile("conversations.json", broken)}, format="multipart"
+        )
+    assert response.status_code == 202
+    job = ImportJob.objects.get(pk=response.json()["id"])
+    assert (job.status, job.format, job.error) == (
+        "failed",
+        "chatgpt",
+        "The file is neither JSON nor JSONL: supported are ChatGPT's and Claude's exports "
+        "(conversations.json, or ChatGPT's zip), DeLLM's export and JSONL.",
+    )
+
+
+def test_job_errors_are_capped_in_number_and_length(owner, django_capture_on_commit_callbacks):
+    long_id = "z" * 150
+    gone = "g" * 5_000
+    document = [{"id": f"{long_id}{i:03}", "mapping": {}, "current_node": gone} for i in range(130)]
+    with django_capture_on_commit_callbacks(execute=True):
+        job = imports.import_job_create(owner=owner, data=json.dumps(document).encode())
+    job.refresh_from_db()
+    assert (job.status, job.conversations_failed, len(job.errors)) == ("done", 130, imports.MAX_ERRORS + 1)
+    assert job.errors[0] == {
+        "conversation": f"{long_id}000",
+        "field": "mapping." + "g" * 191 + "\u2026",
+        "message": "is referenced as a parent but missing",
+    }
+    assert job.errors[-1] == {"conversation": None, "field": "errors", "message": "and 30 more"}
+
+
+def test_error_values_from_the_file_are_clipped():
+    capped = imports.errors_capped([{"conversation": "c" * 1_000, "field": "f" * 1_000, "message": "m"}])
+    assert capped == [{"conversation": "c" * 199 + "\u2026", "field": "f" * 199 + "\u2026", "message": "m"}]
+
+
+def test_the_pure_python_backend_reads_the_same(monkeypatch):
+    """ijson's wheels carry yajl2_c; where one does not, its Python backend gives the same results."""
+    import ijson
+
+    from chat.importers import stream
+
+    assert stream.BACKEND.backend_name == "yajl2_c"
+    files = [CHATGPT, CLAUDE, JSONL, bloated_chatgpt(conversations=2, messages=3, metadata=5)]
+    expected = [summary(parse_file(data)) for data in files]
+    monkeypatch.setattr(stream, "BACKEND", ijson.get_backend("python"))
+    assert [summary(parse_file(data)) for data in files] == expected
+    with pytest.raises(ImportFormatError) as caught:
+        parse_file(b"[" * 100_000)
+    assert caught.value.message == "The file nests deeper than 64 levels."
