@@ -16,7 +16,6 @@ kit's (dellm_site/event_streams.py): asynchronous under an ASGI server; under
 WSGI (`runserver`, gunicorn threads) the same loop runs on the request's thread.
 """
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
@@ -71,6 +70,7 @@ from dellm_site.event_streams import (
     subscribe_async,
     subscribe_sync,
 )
+from dellm_site.json_body import json_parse
 from provenance import services as deletions
 from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 
@@ -160,9 +160,9 @@ def _body(request: HttpRequest) -> object:
     except RequestDataTooBig:
         raise too_big from None
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        # ValueError covers invalid UTF-8; RecursionError, JSON nested too deeply to parse.
+        return json_parse(raw)
+    except ValueError:
+        # Invalid JSON or UTF-8, or nested deeper than DELLM_JSON_MAX_DEPTH (dellm_site/json_body.py).
         raise CompletionError("We could not parse the JSON body of your request.") from None
 
 

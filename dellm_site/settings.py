@@ -354,7 +354,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser with a nesting limit (dellm_site/json_body.py): too deep is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["dellm_site.json_body.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
@@ -371,6 +372,10 @@ REST_FRAMEWORK = {
         "import": env_str("DELLM_IMPORT_RATE", "20/hour"),
     },
 }
+# Deepest nesting of arrays and objects a JSON body may have (every JSON door:
+# /api/, /v1). `json.loads` recurses per level and fails near 1,000; no request
+# of the API needs more than ten, a /v1 tool's JSON Schema perhaps a few dozen.
+DELLM_JSON_MAX_DEPTH = env_int("DELLM_JSON_MAX_DEPTH", 100)
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
