@@ -31,6 +31,12 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", DELLM_HTTPS)
 # Only behind a proxy that sets X-Forwarded-Proto itself (and drops the client's):
 # otherwise a client could claim HTTPS.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DELLM_BEHIND_PROXY", False) else None
+# Reverse proxies in front of DeLLM that each append the address they saw to
+# X-Forwarded-For. The client's address, for the sign-in lock-out and the
+# anonymous throttle alike, is the one the outermost of them saw
+# (dellm_site.auth.client_address); with 0 it is REMOTE_ADDR and the header is
+# ignored, since a client writes whatever it likes there.
+DELLM_TRUSTED_PROXIES = env_int("DELLM_TRUSTED_PROXIES", 1 if env_bool("DELLM_BEHIND_PROXY", False) else 0)
 SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
@@ -140,13 +146,15 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = env_int("DELLM_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("DELLM_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A success forgets the failures of the username that signed in, and only
+# those: django-axes' own reset also deletes every failure from the same
+# address, the victim's included, so an attacker who signs in to their own
+# account between guesses would never be locked out (dellm_site.auth.AttemptHandler).
 AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "dellm_site.auth.AttemptHandler"
 AXES_LOCKOUT_CALLABLE = "dellm_site.auth.lockout_response"
-# Addresses in the attempt log come from X-Forwarded-For only behind a proxy.
-AXES_IPWARE_PROXY_COUNT = 1 if env_bool("DELLM_BEHIND_PROXY", False) else None
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if env_bool("DELLM_BEHIND_PROXY", False) else ["REMOTE_ADDR"]
-)
+# The address of a sign-in: DELLM_TRUSTED_PROXIES decides whether X-Forwarded-For counts.
+AXES_CLIENT_IP_CALLABLE = "dellm_site.auth.client_address"
 # API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
 # Tokens kept per user; signing in again drops the oldest beyond this.
 DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)
@@ -359,6 +367,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
+    # An anonymous client is its address by DeLLM's rule (dellm_site.auth.client_address,
+    # which `auth` uses); without NUM_PROXIES, DRF's own takes the whole
+    # X-Forwarded-For as the client, a new one with each value a client invents.
+    "NUM_PROXIES": DELLM_TRUSTED_PROXIES,
     # Scoped, per user (per address when anonymous), counted in the shared cache.
     "DEFAULT_THROTTLE_RATES": {
         "chat": env_str("DELLM_CHAT_RATE", "60/min"),
