@@ -282,10 +282,15 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
 # --- Stream slots (the per-user cap shared with /api/ streams, dellm_site/event_streams.py) ---
 
 
-async def _stream_slot(owner_id: int) -> StreamSlot:
-    """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis)."""
+async def _stream_slot(owner_id: int, *, stream: bool) -> StreamSlot:
+    """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis).
+
+    A request without `stream` takes one too: it waits as long as a stream
+    stays open (DELLM_SSE_TIMEOUT), holding a Redis connection all the while.
+    """
+    instead = "or ask without `stream`" if stream else "a request waiting for its answer holds one too"
     try:
-        return await stream_slot_take(owner_id, what="completion", instead="or ask without `stream`")
+        return await stream_slot_take(owner_id, what="completion", instead=instead)
     except StreamRefused as refused:
         raise stream_refusal(refused) from None
 
@@ -323,9 +328,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     slot: StreamSlot | None = None
     try:
         owner, parsed = await on_db(_admit)(request)
-        if parsed.stream:
-            # Before anything is stored: a refused stream leaves no turn behind.
-            slot = await _stream_slot(int(owner.pk))
+        # Before anything is stored: a refused request leaves no turn behind.
+        slot = await _stream_slot(int(owner.pk), stream=parsed.stream)
         prepared = await on_db(_store)(request, owner, parsed)
     except CompletionError as error:
         await _release(slot)
@@ -354,17 +358,24 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
             await sync_to_async(sync_pubsub.close)()
         await _release(slot)
         return await sync_to_async(_not_queued)(prepared, exc)
+    assert slot is not None
     if pubsub is not None:
-        if slot is not None:
+        if parsed.stream:
             return stream_response(slot.releasing_async(events_async(prepared, pubsub)), prepared)
-        outcome = await wait_async(prepared, pubsub)
+        try:
+            outcome = await wait_async(prepared, pubsub)
+        finally:
+            await slot.release()
         return await sync_to_async(completion_response)(prepared, outcome)
     # Under WSGI this coroutine runs in its own event loop on the request's
     # thread; blocking Redis calls are what that thread is for.
     assert sync_pubsub is not None
-    if slot is not None:
+    if parsed.stream:
         return stream_response(slot.releasing_sync(events_sync(prepared, sync_pubsub)), prepared)
-    outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
+    try:
+        outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
+    finally:
+        await slot.release()
     return await sync_to_async(completion_response)(prepared, outcome)
 
 

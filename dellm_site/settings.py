@@ -67,7 +67,8 @@ if DELLM_LAB:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before anything else touches the request (no session, no CSP work).
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # WhiteNoise, async-capable: every middleware is, so an async view waits on no thread.
+    "dellm_site.middleware.StaticFilesMiddleware",
     "dellm_site.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -209,7 +210,7 @@ DELLM_REDIS_PREFIX = redis_ns.instance_prefix(DATABASES["default"])
 # unset, the system's trust store. A password goes in the URL (`rediss://:secret@host:6380/0`).
 DELLM_REDIS_CA_FILE = env_str("DELLM_REDIS_CA_FILE")
 DELLM_REDIS_OPTIONS = redis_ns.client_options(REDIS_URL, ca_file=DELLM_REDIS_CA_FILE)
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = redis_ns.broker_url(REDIS_URL)
 if REDIS_URL.startswith("rediss://"):
     CELERY_BROKER_USE_SSL = DELLM_REDIS_OPTIONS
 # One cache shared by every process (throttle counters, axes), in Redis under a

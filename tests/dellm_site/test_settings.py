@@ -62,3 +62,11 @@ def test_redis_prefix_defaults_to_a_digest_of_the_database_and_is_exported(monke
 
     assert one.startswith("dellm-") and other.startswith("dellm-") and one != other
     assert instance_prefix({"HOST": "/tmp/a", "NAME": "dellm"}) == "dellm-prod"
+
+
+def test_every_middleware_is_async_capable(settings):
+    """One sync-only middleware puts every async view on a waiting thread (dellm_site/middleware.py)."""
+    from django.utils.module_loading import import_string
+
+    sync_only = [path for path in settings.MIDDLEWARE if not getattr(import_string(path), "async_capable", False)]
+    assert sync_only == []
