@@ -1,4 +1,4 @@
-"""Without REDIS_URL, DeLLM uses its own embedded Redis, never one that happens to answer on 127.0.0.1:6379 (issue 20, item 7).
+"""Without REDIS_URL, DeLLM uses its own embedded Redis, never one that answers on 127.0.0.1:6379 (issue 20, item 7).
 
 A system Redis may save to disk (RDB snapshots, an append-only file), and
 Redis holds task payloads, throttle counters, stream slots and a reply's
