@@ -3,7 +3,9 @@ import subprocess
 import sys
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
+from django.test import AsyncClient, Client
 
 from tests.factories import make_message
 
@@ -70,3 +72,25 @@ def test_every_middleware_is_async_capable(settings):
 
     sync_only = [path for path in settings.MIDDLEWARE if not getattr(import_string(path), "async_capable", False)]
     assert sync_only == []
+
+
+@pytest.mark.parametrize("client_class", [Client, AsyncClient])
+def test_static_files_are_served_on_either_path(settings, client_class):
+    """The async path of StaticFilesMiddleware serves what WhiteNoise's sync one does, and passes the rest on."""
+    settings.WHITENOISE_AUTOREFRESH = True  # read at start-up: a fresh client builds a fresh middleware chain
+    settings.WHITENOISE_USE_FINDERS = True
+    client = client_class()
+
+    def answer(path: str):
+        if client_class is AsyncClient:
+
+            async def get():
+                return await client.get(path)
+
+            return async_to_sync(get)()
+        return client.get(path)
+
+    css = answer("/static/css/app.css")
+    assert css.status_code == 200
+    assert b"".join(css.streaming_content) == (settings.BASE_DIR / "frontend/static/css/app.css").read_bytes()
+    assert answer("/accounts/login/").status_code == 200
