@@ -16,7 +16,6 @@ kit's (dellm_site/event_streams.py): asynchronous under an ASGI server; under
 WSGI (`runserver`, gunicorn threads) the same loop runs on the request's thread.
 """
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, cast
@@ -72,6 +71,7 @@ from dellm_site.event_streams import (
     subscribe_async,
     subscribe_sync,
 )
+from dellm_site.json_body import json_parse
 from provenance import services as deletions
 from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 
@@ -171,9 +171,9 @@ def _body(request: HttpRequest) -> object:
     except RequestDataTooBig:
         raise too_big from None
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        # ValueError covers invalid UTF-8; RecursionError, JSON nested too deeply to parse.
+        return json_parse(raw)
+    except ValueError:
+        # Invalid JSON or UTF-8, or nested deeper than DELLM_JSON_MAX_DEPTH (dellm_site/json_body.py).
         raise CompletionError("We could not parse the JSON body of your request.") from None
 
 
@@ -315,10 +315,15 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
 # --- Stream slots (the per-user cap shared with /api/ streams, dellm_site/event_streams.py) ---
 
 
-async def _stream_slot(owner_id: int) -> StreamSlot:
-    """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis)."""
+async def _stream_slot(owner_id: int, *, stream: bool) -> StreamSlot:
+    """One of the user's DELLM_MAX_STREAMS_PER_USER slots, or CompletionError 429 (503 without Redis).
+
+    A request without `stream` takes one too: it waits as long as a stream
+    stays open (DELLM_SSE_TIMEOUT), holding a Redis connection all the while.
+    """
+    instead = "or ask without `stream`" if stream else "a request waiting for its answer holds one too"
     try:
-        return await stream_slot_take(owner_id, what="completion", instead="or ask without `stream`")
+        return await stream_slot_take(owner_id, what="completion", instead=instead)
     except StreamRefused as refused:
         raise stream_refusal(refused) from None
 
@@ -359,9 +364,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     slot: StreamSlot | None = None
     try:
         owner, parsed = await on_db(_admit)(request)
-        if parsed.stream:
-            # Before anything is stored: a refused stream leaves no turn behind.
-            slot = await _stream_slot(int(owner.pk))
+        # Before anything is stored: a refused request leaves no turn behind.
+        slot = await _stream_slot(int(owner.pk), stream=parsed.stream)
         prepared = await on_db(_store)(request, owner, parsed)
     except CompletionError as error:
         await _release(slot)
@@ -390,17 +394,24 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
             await sync_to_async(sync_pubsub.close)()
         await _release(slot)
         return await sync_to_async(_not_queued)(prepared, exc)
+    assert slot is not None
     if pubsub is not None:
-        if slot is not None:
+        if parsed.stream:
             return stream_response(slot.releasing_async(events_async(prepared, pubsub)), prepared)
-        outcome = await wait_async(prepared, pubsub)
+        try:
+            outcome = await wait_async(prepared, pubsub)
+        finally:
+            await slot.release()
         return await sync_to_async(completion_response)(prepared, outcome)
     # Under WSGI this coroutine runs in its own event loop on the request's
     # thread; blocking Redis calls are what that thread is for.
     assert sync_pubsub is not None
-    if slot is not None:
+    if parsed.stream:
         return stream_response(slot.releasing_sync(events_sync(prepared, sync_pubsub)), prepared)
-    outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
+    try:
+        outcome = await sync_to_async(wait_sync)(prepared, sync_pubsub)
+    finally:
+        await slot.release()
     return await sync_to_async(completion_response)(prepared, outcome)
 
 

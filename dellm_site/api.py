@@ -23,7 +23,7 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView, set_rollback
 
 from dellm_site import overload
-from dellm_site.auth import password_check_slot, token_create
+from dellm_site.auth import client_address, password_check_slot, token_create
 from dellm_site.errors import DomainError, ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -293,6 +293,13 @@ class TokenSerializer(serializers.Serializer):
     expiry = serializers.DateTimeField(help_text="When the token stops working; sign in again for a new one.")
 
 
+class ClientAddressThrottle(ScopedRateThrottle):
+    """A scoped rate per client address, as `client_address` finds it (X-Forwarded-For only behind trusted proxies)."""
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request._request) or ""
+
+
 class TokenView(APIView):
     """`POST /api/auth/token/`: trade a username and password for an API token.
 
@@ -304,7 +311,7 @@ class TokenView(APIView):
 
     authentication_classes: list = []
     permission_classes: list = []
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [ClientAddressThrottle]
     throttle_scope = "auth"
 
     @extend_schema(

@@ -7,13 +7,16 @@ sign-in page, the admin login and `POST /api/auth/token/` alike, are counted by
 django-axes, which locks the username out for a cool-off period.
 """
 
+import ipaddress
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from axes.helpers import get_cool_off
+from axes.handlers.database import AxesDatabaseHandler
+from axes.helpers import get_client_username, get_cool_off
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -104,6 +107,45 @@ class RevokeTokensOnPasswordChange:
 
     def get_help_text(self) -> str:
         return ""
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The address of the client: REMOTE_ADDR, or behind DELLM_TRUSTED_PROXIES proxies the one the outermost saw.
+
+    Each trusted proxy appends the address it saw to X-Forwarded-For, so the
+    client's is the Nth from the right; what stands left of it the client
+    wrote itself. A shorter chain gives its leftmost entry (DRF's NUM_PROXIES
+    rule, so the lock-out and the throttles agree); a value that is not an
+    address gives REMOTE_ADDR (the lock-out stores addresses as `inet`).
+    """
+    remote = request.META.get("REMOTE_ADDR")
+    proxies = settings.DELLM_TRUSTED_PROXIES
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if proxies <= 0 or not forwarded.strip():
+        return remote
+    hops = forwarded.split(",")
+    candidate = hops[-min(proxies, len(hops))].strip()
+    try:
+        return str(ipaddress.ip_address(candidate))
+    except ValueError:
+        return remote
+
+
+class AttemptHandler(AxesDatabaseHandler):
+    """django-axes' database handler, less the reset on success that let an attacker unlock their victim.
+
+    Axes' reset deletes the failures matching the successful sign-in by any
+    lock-out parameter, with ours (username, address) every failure from the
+    same address, whatever username it named. Here a success forgets the
+    failures of the username that signed in, from every address, and nothing
+    else: that user proved the password, and an address's failures against
+    other usernames keep counting towards its lock-out.
+    """
+
+    def reset_user_attempts(self, request: HttpRequest, credentials: dict | None = None) -> int:
+        username = get_client_username(request, credentials)
+        count, _ = AccessAttempt.objects.filter(username=username).delete()
+        return count
 
 
 def lockout_response(

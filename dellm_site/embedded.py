@@ -53,15 +53,6 @@ def database_url() -> str:
     return url
 
 
-def _answers(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.3) as conn:
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 def _unix_answers(path: Path) -> bool:
     if not path.exists():
         return False
@@ -85,14 +76,19 @@ def redis_socket_path() -> Path:
 
 
 def redis_url() -> str:
-    """`REDIS_URL`, else 127.0.0.1:6379 if it answers, else an embedded redis-server."""
+    """`REDIS_URL`, else the embedded redis-server of the data directory.
+
+    A Redis that happens to answer on 127.0.0.1:6379 is not used unless
+    REDIS_URL names it: a system server may save its data to disk (Debian's
+    `save 3600 1 ...`), and Redis holds task payloads, throttle counters and
+    pub/sub traffic, which the embedded one never writes anywhere
+    (docs/SECURITY.md, "Erasure timeline"). Nor does an instance then share a
+    Redis it was not told about.
+    """
     url = os.environ.get("REDIS_URL")
     if url:
         return url
-    if _answers("127.0.0.1", 6379):
-        url = f"redis://127.0.0.1:6379/{int(os.environ.get('DELLM_REDIS_DB', '0'))}"
-    else:
-        url = f"unix://{embedded_redis_start()}?db=0"
+    url = f"unix://{embedded_redis_start()}?db=0"
     os.environ["REDIS_URL"] = url
     return url
 

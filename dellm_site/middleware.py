@@ -20,11 +20,12 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.templatetags.static import static
 from django.utils.cache import add_never_cache_headers, patch_cache_control
 from django.utils.safestring import SafeString, mark_safe
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 # Bare specifiers our modules import, mapped to the ESM builds that `npm ci`
 # installs under frontend/node_modules (served by staticfiles, see settings).
@@ -71,14 +72,60 @@ def import_map_context(request: HttpRequest) -> dict[str, str]:
 
 
 class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    """The policy on every HTML answer. Sync and async (see StaticFilesMiddleware for why)."""
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
-        if response.get("Content-Type", "").startswith("text/html"):
-            response.headers.setdefault("Content-Security-Policy", policy())
-        return response
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        return _with_policy(self.get_response(request))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        return _with_policy(await self.get_response(request))
+
+
+def _with_policy(response: HttpResponseBase) -> HttpResponseBase:
+    if response.get("Content-Type", "").startswith("text/html"):
+        response.headers.setdefault("Content-Security-Policy", policy())
+    return response
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise, able to pass an async view's request on without a thread.
+
+    One sync-only middleware makes Django run the rest of the chain through
+    `async_to_sync` on a thread that waits for the view. The long-lived
+    requests (dellm_site/asgi.py) share one such thread per process, so a
+    non-streaming `/v1` completion, whose view waits for the reply, held it up
+    to DELLM_SSE_TIMEOUT and every other stream and completion of the process
+    waited behind it. Static files are still served as WhiteNoise serves them.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        super().__init__(get_response)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        return super().__call__(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        static_file = self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
+        if static_file is not None:
+            return self.serve(static_file, request)
+        return await self.get_response(request)
 
 
 def development_mode_context(request: HttpRequest) -> dict[str, bool]:

@@ -14,6 +14,7 @@ import re
 import ssl
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -39,6 +40,15 @@ def instance_prefix(database: Mapping[str, Any]) -> str:
 def celery_transport_options(prefix: str) -> dict[str, str]:
     """Kombu's Redis transport options that put every key (queues, unacked, bindings, fanout) under the prefix."""
     return {"global_keyprefix": f"{prefix}:"}
+
+
+def broker_url(url: str) -> str:
+    """`url` as Celery's broker takes it: kombu knows no `unix://` (the embedded server's), only `redis+socket://`."""
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url
+    db = parse_qs(parts.query).get("db", ["0"])[0]
+    return f"redis+socket://{parts.path}?virtual_host={db}"
 
 
 def key(prefix: str, *parts: object) -> str:

@@ -32,6 +32,12 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", DELLM_HTTPS)
 # Only behind a proxy that sets X-Forwarded-Proto itself (and drops the client's):
 # otherwise a client could claim HTTPS.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DELLM_BEHIND_PROXY", False) else None
+# Reverse proxies in front of DeLLM that each append the address they saw to
+# X-Forwarded-For. The client's address, for the sign-in lock-out and the
+# anonymous throttle alike, is the one the outermost of them saw
+# (dellm_site.auth.client_address); with 0 it is REMOTE_ADDR and the header is
+# ignored, since a client writes whatever it likes there.
+DELLM_TRUSTED_PROXIES = env_int("DELLM_TRUSTED_PROXIES", 1 if env_bool("DELLM_BEHIND_PROXY", False) else 0)
 SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
@@ -62,7 +68,8 @@ if DELLM_LAB:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before anything else touches the request (no session, no CSP work).
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # WhiteNoise, async-capable: every middleware is, so an async view waits on no thread.
+    "dellm_site.middleware.StaticFilesMiddleware",
     "dellm_site.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -141,13 +148,15 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = env_int("DELLM_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("DELLM_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A success forgets the failures of the username that signed in, and only
+# those: django-axes' own reset also deletes every failure from the same
+# address, the victim's included, so an attacker who signs in to their own
+# account between guesses would never be locked out (dellm_site.auth.AttemptHandler).
 AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "dellm_site.auth.AttemptHandler"
 AXES_LOCKOUT_CALLABLE = "dellm_site.auth.lockout_response"
-# Addresses in the attempt log come from X-Forwarded-For only behind a proxy.
-AXES_IPWARE_PROXY_COUNT = 1 if env_bool("DELLM_BEHIND_PROXY", False) else None
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if env_bool("DELLM_BEHIND_PROXY", False) else ["REMOTE_ADDR"]
-)
+# The address of a sign-in: DELLM_TRUSTED_PROXIES decides whether X-Forwarded-For counts.
+AXES_CLIENT_IP_CALLABLE = "dellm_site.auth.client_address"
 # Sign-ins checking a password at once per web process (CPU-bound: more than the
 # cores gain nothing) and how long one waits for its turn before a 503 (dellm_site/auth.py).
 DELLM_SIGN_IN_CONCURRENCY = env_int("DELLM_SIGN_IN_CONCURRENCY", max(2, os.cpu_count() or 1))
@@ -206,7 +215,7 @@ DELLM_REDIS_PREFIX = redis_ns.instance_prefix(DATABASES["default"])
 # unset, the system's trust store. A password goes in the URL (`rediss://:secret@host:6380/0`).
 DELLM_REDIS_CA_FILE = env_str("DELLM_REDIS_CA_FILE")
 DELLM_REDIS_OPTIONS = redis_ns.client_options(REDIS_URL, ca_file=DELLM_REDIS_CA_FILE)
-CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_URL = redis_ns.broker_url(REDIS_URL)
 if REDIS_URL.startswith("rediss://"):
     CELERY_BROKER_USE_SSL = DELLM_REDIS_OPTIONS
 # One cache shared by every process (throttle counters, axes), in Redis under a
@@ -389,10 +398,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser with a nesting limit (dellm_site/json_body.py): too deep is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["dellm_site.json_body.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
+    # An anonymous client is its address by DeLLM's rule (dellm_site.auth.client_address,
+    # which `auth` uses); without NUM_PROXIES, DRF's own takes the whole
+    # X-Forwarded-For as the client, a new one with each value a client invents.
+    "NUM_PROXIES": DELLM_TRUSTED_PROXIES,
     # Scoped, per user (per address when anonymous), counted in the shared cache.
     "DEFAULT_THROTTLE_RATES": {
         "chat": env_str("DELLM_CHAT_RATE", "60/min"),
@@ -408,6 +422,10 @@ REST_FRAMEWORK = {
         "import": env_str("DELLM_IMPORT_RATE", "20/hour"),
     },
 }
+# Deepest nesting of arrays and objects a JSON body may have (every JSON door:
+# /api/, /v1). `json.loads` recurses per level and fails near 1,000; no request
+# of the API needs more than ten, a /v1 tool's JSON Schema perhaps a few dozen.
+DELLM_JSON_MAX_DEPTH = env_int("DELLM_JSON_MAX_DEPTH", 100)
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)

@@ -4,7 +4,8 @@ Each request (/v1/chat/completions or /v1/embeddings) takes the next scripted be
 `("ok", text)`, `("status", code)`, `("sleep", seconds)` or `("tools", [(id, name,
 arguments), ...])` (the model calls those tools: `tool_calls`, streamed as
 OpenAI streams them, in fragments); when the script runs out, it answers "ok"
-with `default_text`. Requests are recorded.
+with `default_text`. Requests are recorded. While `gate` is a cleared
+`threading.Event`, every request waits for it to be set.
 Embeddings have `embedding_dim` floats, or N for a model named "...-<N>d"
 (e.g. "fake-embed-768d"), as real embedding models differ in dimension.
 """
@@ -25,6 +26,7 @@ class FakeOpenAI:
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
         self.default_text = default_text
+        self.gate: threading.Event | None = None
         self._lock = threading.Lock()
         fake = self
 
@@ -37,6 +39,9 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append({"path": self.path, "body": body})
                     step = fake.script.pop(0) if fake.script else ("ok", fake.default_text)
+                    gate = fake.gate
+                if gate is not None:
+                    gate.wait(60)
                 if step[0] == "sleep":
                     time.sleep(step[1])
                     step = ("ok", fake.default_text)

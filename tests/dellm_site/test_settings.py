@@ -1,9 +1,12 @@
+import asyncio
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.db import connection
+from django.test import AsyncClient, Client
 
 from tests.factories import make_message
 
@@ -62,3 +65,35 @@ def test_redis_prefix_defaults_to_a_digest_of_the_database_and_is_exported(monke
 
     assert one.startswith("dellm-") and other.startswith("dellm-") and one != other
     assert instance_prefix({"HOST": "/tmp/a", "NAME": "dellm"}) == "dellm-prod"
+
+
+def test_every_middleware_is_async_capable(settings):
+    """One sync-only middleware puts every async view on a waiting thread (dellm_site/middleware.py)."""
+    from django.utils.module_loading import import_string
+
+    sync_only = [path for path in settings.MIDDLEWARE if not getattr(import_string(path), "async_capable", False)]
+    assert sync_only == []
+
+
+@pytest.mark.parametrize("client_class", [Client, AsyncClient])
+def test_static_files_are_served_on_either_path(settings, client_class):
+    """The async path of StaticFilesMiddleware serves what WhiteNoise's sync one does, and passes the rest on."""
+    settings.WHITENOISE_AUTOREFRESH = True  # read at start-up: a fresh client builds a fresh middleware chain
+    settings.WHITENOISE_USE_FINDERS = True
+    client = client_class()
+
+    def answer(path: str):
+        if client_class is AsyncClient:
+
+            async def get():
+                return await client.get(path)
+
+            # On a thread of its own: an earlier test of the suite may have left this one's event loop set.
+            with ThreadPoolExecutor(1) as pool:
+                return pool.submit(asyncio.run, get()).result()
+        return client.get(path)
+
+    css = answer("/static/css/app.css")
+    assert css.status_code == 200
+    assert b"".join(css.streaming_content) == (settings.BASE_DIR / "frontend/static/css/app.css").read_bytes()
+    assert answer("/accounts/login/").status_code == 200

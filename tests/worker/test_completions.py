@@ -4,6 +4,8 @@ The fake upstream (tests/fake_openai.py) records every prompt DeLLM sends it,
 so these tests assert exactly what the model saw.
 """
 
+import threading
+
 import httpx
 import openai
 import pytest
@@ -177,6 +179,45 @@ def test_a_client_that_goes_away_mid_stream_still_gets_the_whole_reply_stored(up
     assert turn.reply.content == text
     assert Message.objects.filter(owner=owner, role="assistant").count() == 1
     # The stream's slot went back when the client did (chat/streams.py, the per-user cap).
+    assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 0)
+
+
+def test_a_waiting_non_streaming_completion_holds_a_stream_slot(upstream, asgi_server, owner, token):
+    """Issue 20, item 7: a completion without `stream` waits as long as a stream stays open, so it takes a slot."""
+    url = asgi_server({"DELLM_CELERY_QUEUE": celery_app.conf.task_default_queue, "DELLM_MAX_STREAMS_PER_USER": "2"}).url
+    upstream.gate = threading.Event()
+    body = {"model": "dellm", "messages": [{"role": "user", "content": "Take your time."}]}
+    answers: list[int] = []
+
+    def ask() -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            answers.append(http.post("/v1/chat/completions", json=body).status_code)
+
+    waiting = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in waiting:
+        thread.start()
+    try:
+        assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 2)
+        # Answered at once while two wait: before, the first waiting completion held the one thread the
+        # process's long-lived requests share (a sync-only middleware), and this one queued behind it.
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            third = http.post("/v1/chat/completions", json=body)
+    finally:
+        upstream.gate.set()
+        for thread in waiting:
+            thread.join(60)
+    assert third.status_code == 429
+    assert third.headers["Retry-After"] == "5"
+    assert third.json()["error"] == {
+        "message": "At most 2 streams may be open at once; close one first "
+        "(a request waiting for its answer holds one too).",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+    assert answers == [200, 200]
+    # The refused request stored nothing; the answered ones gave their slots back.
+    assert Turn.objects.filter(owner=owner).count() == 2
     assert wait_for(lambda: redis_client().zcard(slots_key(owner.pk)) == 0)
 
 
