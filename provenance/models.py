@@ -83,6 +83,8 @@ class DeletionRequest(models.Model):
     # Set by `provenance.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.
     imported_dependents: list[int]
+    # Set by `provenance.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.
+    agent_reads: dict[str, Any]
 
     class Meta:
         ordering = ["-created_at", "-id"]
