@@ -16,7 +16,6 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -78,7 +77,8 @@ class AgentThrottle(SimpleRateThrottle):
 def throttle(*, user: User, scope: str) -> None:
     """Count one call against the user's `scope` rate (settings' DEFAULT_THROTTLE_RATES); refuse past it."""
     limit = AgentThrottle(scope=scope, user_id=user.pk)
-    if not limit.allow_request(None, None):
+    # No request or view here: `get_cache_key` above reads neither.
+    if not limit.allow_request(None, None):  # type: ignore[arg-type]
         wait = limit.wait()
         raise Throttled(f"Too many {scope} calls; try again in {max(1, round(wait or 1))} s.")
 

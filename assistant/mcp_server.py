@@ -16,7 +16,7 @@ a `DomainError` into a tool error, `<code>: <message>`, that the model can read.
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
@@ -50,7 +50,7 @@ INSTRUCTIONS = (
 )
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 def _client_name(ctx: Context) -> str:
@@ -77,7 +77,11 @@ class _Caller:
         if scope is not None and USER_KEY in scope:
             host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
             domain, _ = split_domain_port(host)
-            base = f"{scope.get('scheme', 'http')}://{host}" if domain and validate_host(domain, settings.ALLOWED_HOSTS) else self.base_url
+            base = (
+                f"{scope.get('scheme', 'http')}://{host}"
+                if domain and validate_host(domain, settings.ALLOWED_HOSTS)
+                else self.base_url
+            )
             return int(scope[USER_KEY]), base
         if self.user_id is None:
             raise ToolError("not_authenticated: no DeLLM user for this call.")
@@ -105,7 +109,7 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
     """The MCP server with DeLLM's four tools; `user_id` fixes the user (stdio), else each HTTP request's token does."""
     caller = _Caller(user_id=user_id, base_url=base_url or settings.DELLM_PUBLIC_URL)
     server = MCPServer(name="DeLLM", title="DeLLM memory", instructions=INSTRUCTIONS, version="1")
-    reading = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=reading)
     async def search_memory(
@@ -123,7 +127,7 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
         from it (everything that would go with it, each with its path)."""
         return await _run(agents.explain, caller, ctx, id=id)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
     async def remember(
         text: Annotated[str, Field(description="The note to keep.", max_length=settings.DELLM_MAX_MESSAGE_CHARS)],
         ctx: Context,
@@ -136,7 +140,7 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
         retrieved like the user's own messages, and forgetting any of its sources removes it too."""
         return await _run(agents.remember, caller, ctx, text=text, derived_from=derived_from)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
     async def forget(
         ctx: Context,
         request: Annotated[

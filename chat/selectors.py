@@ -260,4 +260,3 @@ def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem
     )
     rows = Message.objects.in_bulk([item.id for item in items])
     return [(item, rows[item.id]) for item in items if item.id in rows]
-

@@ -193,7 +193,12 @@ COPIES_OUTSIDE = (
 def _agent_reads_of(deletion: DeletionRequest, reads: list[MemoryRead]) -> dict[str, Any]:
     ids = set(deletion.matched_ids) | set(deletion.dependent_ids) | set(deletion.deleted_ids)
     hits = [
-        {"client": read.client, "tool": read.tool, "read_at": read.read_at, "messages": sorted(ids & set(read.message_ids))}
+        {
+            "client": read.client,
+            "tool": read.tool,
+            "read_at": read.read_at,
+            "messages": sorted(ids & set(read.message_ids)),
+        }
         for read in reads
         if read.owner_id == deletion.owner_id and ids.intersection(read.message_ids)
     ]
@@ -206,8 +211,9 @@ def agent_reads_attach(deletions: list[DeletionRequest]) -> None:
     reads: list[MemoryRead] = []
     if wanted:
         reads = list(
-            MemoryRead.objects.filter(owner_id__in={d.owner_id for d in deletions}, message_ids__overlap=sorted(wanted))
-            .order_by("-read_at", "-id")
+            MemoryRead.objects.filter(
+                owner_id__in={d.owner_id for d in deletions}, message_ids__overlap=sorted(wanted)
+            ).order_by("-read_at", "-id")
         )
     for deletion in deletions:
         deletion.agent_reads = _agent_reads_of(deletion, reads)

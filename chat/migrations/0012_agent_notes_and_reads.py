@@ -9,45 +9,85 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('chat', '0010_text_statistics_off'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("chat", "0010_text_statistics_off"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentAccess',
+            name="AgentAccess",
             fields=[
-                ('owner', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='agent_access', serialize=False, to=settings.AUTH_USER_MODEL)),
-                ('may_confirm_deletions', models.BooleanField(default=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "owner",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="agent_access",
+                        serialize=False,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                ("may_confirm_deletions", models.BooleanField(default=False)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.AlterField(
-            model_name='contextedge',
-            name='signal',
-            field=models.CharField(blank=True, choices=[('vector', 'Vector'), ('lexical', 'Lexical'), ('both', 'Both'), ('transcript', 'Transcript'), ('system', 'System'), ('agent', 'Agent')], db_default='', default='', max_length=16),
+            model_name="contextedge",
+            name="signal",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("vector", "Vector"),
+                    ("lexical", "Lexical"),
+                    ("both", "Both"),
+                    ("transcript", "Transcript"),
+                    ("system", "System"),
+                    ("agent", "Agent"),
+                ],
+                db_default="",
+                default="",
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='message',
-            name='role',
-            field=models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant'), ('summary', 'Summary'), ('system', 'System'), ('note', 'Note')], max_length=16),
+            model_name="message",
+            name="role",
+            field=models.CharField(
+                choices=[
+                    ("user", "User"),
+                    ("assistant", "Assistant"),
+                    ("summary", "Summary"),
+                    ("system", "System"),
+                    ("note", "Note"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='MemoryRead',
+            name="MemoryRead",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('client', models.CharField(max_length=100)),
-                ('tool', models.CharField(max_length=32)),
-                ('message_ids', django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None)),
-                ('read_at', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("client", models.CharField(max_length=100)),
+                ("tool", models.CharField(max_length=32)),
+                (
+                    "message_ids",
+                    django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None),
+                ),
+                ("read_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-read_at', '-id'],
-                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['message_ids'], name='memoryread_message_ids')],
+                "ordering": ["-read_at", "-id"],
+                "indexes": [
+                    django.contrib.postgres.indexes.GinIndex(fields=["message_ids"], name="memoryread_message_ids")
+                ],
             },
         ),
     ]

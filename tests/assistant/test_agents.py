@@ -31,9 +31,7 @@ def test_search_finds_the_owners_memory_says_why_and_logs_the_read(owner, paris,
 
     found = agents.search_memory(user=owner, client=CLIENT, query="observatory Paris", k=5)
 
-    assert [(m["id"], m["why"], m["text"]) for m in found["memories"]] == [
-        (paris.pk, "same words", paris.content)
-    ]
+    assert [(m["id"], m["why"], m["text"]) for m in found["memories"]] == [(paris.pk, "same words", paris.content)]
     assert list(MemoryRead.objects.values_list("owner_id", "client", "tool", "message_ids")) == [
         (owner.pk, CLIENT, "search_memory", [paris.pk])
     ]
@@ -65,9 +63,7 @@ def test_remember_stores_a_note_deriving_from_the_memories_used(owner, paris):
 
     stored = Message.objects.get(pk=note["id"])
     assert (stored.role, stored.thread.title, stored.embedding is not None) == ("note", "Agent notes", True)
-    assert list(ContextEdge.objects.filter(target=stored).values_list("source_id", "signal")) == [
-        (paris.pk, "agent")
-    ]
+    assert list(ContextEdge.objects.filter(target=stored).values_list("source_id", "signal")) == [(paris.pk, "agent")]
     assert note["derived_from"] == [paris.pk]
     # Retrievable like the user's own words.
     found = agents.search_memory(user=owner, client=CLIENT, query="observatory", k=5)
@@ -163,7 +159,13 @@ def test_forget_of_another_users_id_is_not_found(owner, paris, other_owner):
 
 @pytest.mark.parametrize(
     "arguments",
-    [{}, {"ids": [1], "request": "forget x"}, {"ids": [1], "mode": "expire"}, {"ids": ["1"]}, {"ids": [1], "confirm": 1}],
+    [
+        {},
+        {"ids": [1], "request": "forget x"},
+        {"ids": [1], "mode": "expire"},
+        {"ids": ["1"]},
+        {"ids": [1], "confirm": 1},
+    ],
 )
 def test_forget_refuses_bad_arguments(owner, arguments):
     with pytest.raises(ValidationFailed):
