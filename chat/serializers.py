@@ -210,3 +210,9 @@ class ImportInputSerializer(serializers.Serializer):
     format = serializers.ChoiceField(
         choices=["chatgpt", "claude", "dellm", "jsonl"], required=False, help_text="Detected when omitted."
     )
+
+
+class AgentAccessSerializer(serializers.Serializer):
+    may_confirm_deletions = serializers.BooleanField(
+        help_text="An MCP client may confirm the deletions it previews (`forget` with confirm). Off by default."
+    )

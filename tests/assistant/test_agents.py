@@ -5,7 +5,7 @@ import pytest
 
 from assistant import agents
 from chat.models import ContextEdge, MemoryRead, Message
-from chat.services import agent_access_set
+from chat.services import agent_access_get, agent_access_set
 from dellm_site.errors import NotFound, ValidationFailed
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
@@ -192,3 +192,15 @@ def test_receipt_says_which_removed_memories_agents_read(owner, paris):
     reads = DeletionSerializer(done).data["receipt"]["agent_reads"]
     assert (reads["count"], [(r["client"], r["messages"]) for r in reads["reads"]]) == (1, [(CLIENT, [paris.pk])])
     assert dep_ids(owner_id=owner.pk, roots=[paris.pk]) == {paris.pk}
+
+
+def test_agent_access_is_off_until_the_user_turns_it_on(api, other_api, owner):
+    before = api.get("/api/agent-access/")
+    turned_on = api.put("/api/agent-access/", {"may_confirm_deletions": True}, format="json")
+    invalid = api.put("/api/agent-access/", {"may_confirm_deletions": "perhaps"}, format="json")
+
+    assert (before.status_code, before.json()) == (200, {"may_confirm_deletions": False})
+    assert (turned_on.status_code, turned_on.json()) == (200, {"may_confirm_deletions": True})
+    assert invalid.status_code == 400
+    assert other_api.get("/api/agent-access/").json() == {"may_confirm_deletions": False}
+    assert agent_access_get(owner_id=owner.pk).may_confirm_deletions is True
