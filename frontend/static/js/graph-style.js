@@ -21,6 +21,7 @@ const COLORS = {
   focus: "#f59e0b",
   edge: "#94a3b8",
   imported: "#7c3aed",
+  note: "#be185d",
 };
 
 export function stylesheet({ big }) {
@@ -52,6 +53,8 @@ export function stylesheet({ big }) {
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
     // A client's system prompt: an input of every reply it shaped, never a memory.
     { selector: 'node[role = "system"]', style: { shape: "hexagon", "background-color": COLORS.system } },
+    // An agent's note (MCP `remember`): memory that derives from what the agent said it used.
+    { selector: 'node[role = "note"]', style: { shape: "tag", "background-color": COLORS.note } },
     // Imported: provenance unknown (every earlier message of its conversation is a source).
     { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {

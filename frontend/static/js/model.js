@@ -17,6 +17,7 @@ export function isLive(status) {
 export function roleLabel(role, { byline = false } = {}) {
   if (role === "user") return byline ? "You" : "you";
   if (role === "system") return byline ? "System prompt" : "system prompt";
+  if (role === "note") return byline ? "Agent note" : "agent note";
   return "DeLLM";
 }
 

@@ -14,6 +14,7 @@ function legend() {
     el("li", {}, el("span", { class: "key key-user" }), roleLabel("user")),
     el("li", {}, el("span", { class: "key key-assistant" }), roleLabel("assistant")),
     el("li", { title: "The system prompt of an OpenAI-compatible client: the replies it shaped derive from it" }, el("span", { class: "key key-system" }), roleLabel("system")),
+    el("li", { title: "Written by an agent over MCP: it derives from the memories the agent said it used" }, el("span", { class: "key key-note" }), roleLabel("note")),
     el("li", {}, el("span", { class: "key key-expiring" }), "expiring"),
     el("li", { title: "Imported from another tool: every earlier message of its conversation counts as a source" }, el("span", { class: "key key-imported" }), "imported"),
     el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
