@@ -244,12 +244,11 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
             return deletion
         checks = _checks(deletion=deletion, probe=probe)
         failed = sorted(name for name, check in checks.items() if check is not None and not check["passed"])
-        deletion.receipt = {
-            "passed": not failed,
-            "failed": failed,
-            "checks": checks,
-            "agent_reads": _agent_reads(deletion),
-        }
+        deletion.receipt = {"passed": not failed, "failed": failed, "checks": checks}
+        reads = _agent_reads(deletion)
+        if reads["count"]:
+            # Only when an MCP client read any of it: a receipt nobody's agent touched keeps its shape.
+            deletion.receipt["agent_reads"] = reads
         deletion.verified_at = timezone.now()
         if failed:
             deletion.status = Status.VERIFICATION_FAILED
