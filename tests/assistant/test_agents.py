@@ -4,6 +4,7 @@ an agent's note in the graph, and what a deletion says about agents' reads."""
 import pytest
 
 from assistant import agents
+from chat.imports import history_import, history_parse
 from chat.models import ContextEdge, MemoryRead, Message
 from chat.services import agent_access_get, agent_access_set
 from dellm_site.errors import NotFound, ValidationFailed
@@ -204,3 +205,17 @@ def test_agent_access_is_off_until_the_user_turns_it_on(api, other_api, owner):
     assert invalid.status_code == 400
     assert other_api.get("/api/agent-access/").json() == {"may_confirm_deletions": False}
     assert agent_access_get(owner_id=owner.pk).may_confirm_deletions is True
+
+
+def test_an_agents_note_survives_dellms_own_export_and_import_with_its_edge(owner, paris, other_owner, api):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk])
+    export = b"".join(api.get("/api/export/").streaming_content)
+
+    progress = history_import(owner_id=other_owner.pk, parsed=history_parse(data=export, format="dellm"))
+
+    copied = Message.objects.get(owner=other_owner, role="note")
+    assert (progress.messages_imported, copied.content) == (2, "Alice works at the Paris observatory")
+    assert list(ContextEdge.objects.filter(target=copied).values_list("source__content", "signal")) == [
+        (paris.content, "agent")
+    ]
+    assert note["id"] != copied.pk
