@@ -97,7 +97,7 @@ class ReceiptSerializer(serializers.Serializer):
     failed = serializers.ListField(child=serializers.CharField(), help_text="Names of the checks that failed.")
     checks = ReceiptChecksSerializer()
     agent_reads = AgentReadsSerializer(
-        required=False, help_text="Only when MCP clients read any of its messages: those reads as it executed (not a check)."
+        required=False, help_text="Only if MCP clients read any of its messages: those reads when it executed."
     )
 
 
