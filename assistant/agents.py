@@ -205,7 +205,7 @@ def forget(
     if confirm and not agent_access_get(owner_id=user.pk).may_confirm_deletions:
         raise Refused(
             "Confirming deletions from an agent is off for this account: open the link in the preview, "
-            "or allow it in DeLLM's settings (PUT /api/agent-access/)."
+            "or allow it on DeLLM's Deletions page (PUT /api/agent-access/)."
         )
     throttle(user=user, scope="deletion_preview")
     if request is not None:
