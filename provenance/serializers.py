@@ -377,7 +377,10 @@ class EdgeDataSerializer(serializers.Serializer):
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
-    signal = serializers.CharField(help_text="vector, lexical, both, or empty (the question; window/full contexts).")
+    signal = serializers.CharField(
+        help_text="vector, lexical, both, transcript, system, agent (an agent's note derives from it), or empty "
+        "(the question; window/full contexts)."
+    )
 
     def get_id(self, edge: ContextEdge) -> str:
         return f"e{edge.source_id}-{edge.target_id}"

@@ -117,7 +117,10 @@ def test_mcp_over_streamable_http(asgi_server, owner, memories, mode):
         ):
             return await _session(c, paris, theirs)
 
-    _check(anyio.run(run), paris, owner)
+    session = anyio.run(run)
+    # The link is on the host the client reached (one of ALLOWED_HOSTS).
+    assert session["preview"]["confirm_url"] == f"{server.url}/?deletion={session['preview']['deletion']['id']}"
+    _check(session, paris, owner)
 
 
 def test_mcp_over_http_refuses_a_request_without_a_valid_token(asgi_server, owner):

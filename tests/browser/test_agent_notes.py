@@ -27,6 +27,8 @@ def test_an_agents_note_has_its_own_style_and_legend(open_page, transactional_db
 
     assert explorer(page, f"x.node({note['id']}).style('shape')") == "tag"
     assert explorer(page, f"x.node({source.pk}).style('shape')") == "round-rectangle"
+    agent_edges = "x.cy.edges('[signal = \"agent\"]').map((e) => [e.data('source'), e.style('line-style')])"
+    assert explorer(page, agent_edges) == [[str(source.pk), "dashed"]]
     expect(page.get_by_role("list", name="Legend")).to_contain_text("agent note")
     screenshot(page, "graph-agent-note")
     page.goto("/")

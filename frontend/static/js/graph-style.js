@@ -81,6 +81,8 @@ export function stylesheet({ big }) {
         "arrow-scale": 0.7,
       },
     },
+    // An agent's note derives from this memory because the agent said so (MCP `remember`), not by retrieval.
+    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, "target-arrow-color": COLORS.note } },
     { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
     { selector: ".faded", style: { opacity: 0.12 } },
     { selector: "edge.faded", style: { opacity: 0.06 } },

@@ -19,6 +19,7 @@ function legend() {
     el("li", { title: "Imported from another tool: every earlier message of its conversation counts as a source" }, el("span", { class: "key key-imported" }), "imported"),
     el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
     el("li", {}, el("span", { class: "key key-edge" }), "used by (thicker = closer match)"),
+    el("li", { title: "An agent said it used this memory to write its note" }, el("span", { class: "key key-edge-agent" }), "agent used"),
   );
 }
 
