@@ -88,15 +88,17 @@ class _Caller:
         return self.user_id, self.base_url
 
 
-async def _run(tool: Callable[..., dict[str, Any]], caller: _Caller, ctx: Context, **arguments: Any) -> dict[str, Any]:
+async def _run(
+    tool: Callable[..., dict[str, Any]], caller: _Caller, ctx: Context, *, links: bool = False, **arguments: Any
+) -> dict[str, Any]:
+    """`tool` for the call's user on a pool thread; `links`: it answers with links into the web app."""
     user_id, base_url = caller.of(ctx)
     client = _client_name(ctx)
+    if links:
+        arguments["base_url"] = base_url
 
     def call() -> dict[str, Any]:
-        user = _load_user(user_id)
-        if tool is agents.forget:
-            arguments["base_url"] = base_url
-        return tool(user=user, client=client, **arguments)
+        return tool(user=_load_user(user_id), client=client, **arguments)
 
     try:
         return await on_db_briefly(call)()
@@ -153,7 +155,7 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
     ) -> dict[str, Any]:
         """Preview deleting memories and everything derived from them: what would go and why, which memories
         agents have read, and `confirm_url`, the link where the user confirms it in DeLLM."""
-        return await _run(agents.forget, caller, ctx, request=request, ids=ids, mode=mode, confirm=confirm)
+        return await _run(agents.forget, caller, ctx, links=True, request=request, ids=ids, mode=mode, confirm=confirm)
 
     return server
 
