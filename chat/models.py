@@ -50,6 +50,10 @@ class Message(models.Model):
         # reply's `tool_calls`): derives from that call (a `tool` edge), never
         # retrieved as memory (docs/OPENAI.md, "Tool calls").
         TOOL = "tool"
+        # A note an agent stored through MCP (`remember`): memory like a user's
+        # message (embedded, retrieved), with an `agent` edge from each memory
+        # the agent said it used, so it leaves with them (assistant/agents.py).
+        NOTE = "note"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -216,6 +220,9 @@ class ContextEdge(models.Model):
         # client's result for it, or `source` is a result and `target` the
         # reply that used it.
         TOOL = "tool"
+        # `target` is an agent's note (role `note`) and `source` a memory the
+        # agent said it used (`remember(derived_from=...)`).
+        AGENT = "agent"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
@@ -282,3 +289,43 @@ class ImportUpload(models.Model):
 
     def __str__(self) -> str:
         return f"Upload of import {self.job_id}"
+
+
+class MemoryRead(models.Model):
+    """One read of memories by an MCP client: which ids it was shown, by which client, when. Never text.
+
+    DeLLM cannot erase what a client copied; this log lets a deletion's preview
+    and receipt say which of its messages were read, by whom and when
+    (docs/SECURITY.md). `client` is the name the client gave in MCP's
+    `clientInfo` (its own label, capped), `tool` the tool that read.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    client = models.CharField(max_length=100)
+    tool = models.CharField(max_length=32)
+    message_ids = ArrayField(models.BigIntegerField())
+    read_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-read_at", "-id"]
+        indexes = [GinIndex(fields=["message_ids"], name="memoryread_message_ids")]
+
+    def __str__(self) -> str:
+        return f"Read {self.pk} ({self.tool}, {len(self.message_ids)} messages)"
+
+
+class AgentAccess(models.Model):
+    """What a user lets MCP clients do beyond reading and writing notes (a per-user setting).
+
+    No row: the defaults (an agent previews deletions; only the web app confirms them).
+    """
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="agent_access"
+    )
+    # An MCP client may confirm the deletions it previews (`forget(confirm=true)`).
+    may_confirm_deletions = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Agent access of user {self.owner_id}"

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 from django.db.models.functions import Coalesce
 
+from chat.embeddings import embed_one
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
 from chat.retrieval import hybrid_retrieve
@@ -304,3 +305,30 @@ def turn_get(*, owner: User, turn_id: int) -> Turn:
     if turn.reply is not None:
         with_edges([turn.reply])
     return turn
+
+
+# --- Reads for agents (MCP, assistant/agents.py) -------------------------------
+
+
+def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem, Message]]:
+    """The owner's live memories that a question `text` would bring into a reply's context, best first.
+
+    The same retrieval as a turn's (`relevant`: similarity and full text fused,
+    each with its own floor, never a system prompt), with the question embedded
+    by the configured model. Each item comes with its row (dates, thread, role).
+    """
+    vector = embed_one(text)
+    items = hybrid_retrieve(
+        owner_id=owner_id,
+        exclude_id=0,
+        text=text,
+        query=None if vector is None else vector_literal(vector),
+        k=k,
+        threshold=settings.DELLM_CONTEXT_THRESHOLD,
+        lexical_floor=settings.DELLM_LEXICAL_FLOOR,
+        probes=IVFFLAT_PROBES,
+        model=settings.DELLM_EMBEDDING_MODEL,
+        dim=0 if vector is None else len(vector),
+    )
+    rows = Message.objects.in_bulk([item.id for item in items])
+    return [(item, rows[item.id]) for item in items if item.id in rows]

@@ -30,7 +30,8 @@ class ContextDetailSerializer(serializers.Serializer):
         help_text="vector (similar meaning), lexical (same words), both; transcript: this is a reply a "
         "client or a file supplied, which derives from everything before it in its conversation (stored "
         "linearly: the messages since the previous such reply, and that reply); system: the system prompt "
-        "the reply was written under; empty for the user message itself and for contexts taken by position "
+        "the reply was written under; agent: an agent's note (role note) derives from this memory, which the agent "
+        "said it used (MCP `remember`); empty for the user message itself and for contexts taken by position "
         "(window, full)."
     )
 
@@ -224,4 +225,10 @@ class ImportInputSerializer(serializers.Serializer):
     )
     format = serializers.ChoiceField(
         choices=["chatgpt", "claude", "dellm", "jsonl"], required=False, help_text="Detected when omitted."
+    )
+
+
+class AgentAccessSerializer(serializers.Serializer):
+    may_confirm_deletions = serializers.BooleanField(
+        help_text="An MCP client may confirm the deletions it previews (`forget` with confirm). Off by default."
     )

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from chat.embeddings import embed_one
 from chat.llm import Answer, ContextItem, ToolStep, get_responder
-from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread, Turn
+from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
 from chat.selectors import context_retrieve
 from chat.source_keys import source_key_digest
 from chat.tasks import turn_run_task
@@ -512,7 +512,10 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
     """
     digested = messages_source_keys_digest(owner_id=owner_id, ids=message_ids)
     thread_ids = sorted(set(Message.objects.filter(pk__in=message_ids).values_list("thread_id", flat=True)))
-    threads = list(Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source=""))
+    # The agent notes' thread is ours, not an import: its title and key hold no text.
+    threads = list(
+        Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source="").exclude(source=NOTES_SOURCE)
+    )
     keys = {thread.source_id: source_key_digest(owner_id=owner_id, key=thread.source_id) for thread in threads}
     # The jobs that imported into these threads (their file name), and any job
     # that names one of these conversations in its errors (one that failed it
@@ -541,3 +544,68 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
         status=ImportJob.Status.FAILED, error=PURGED_UPLOAD_ERROR, finished_at=timezone.now()
     )
     return {"messages": digested, "threads": len(threads), "jobs": len(jobs), "uploads": uploads}
+
+
+# --- Agents' writes (MCP, assistant/agents.py) ---------------------------------
+
+# The thread an owner's agent notes are stored in (one per owner, made on the first note).
+NOTES_SOURCE = "mcp"
+NOTES_SOURCE_ID = "notes"
+NOTES_TITLE = "Agent notes"
+# A client's name as recorded in the read log: its own label, capped.
+CLIENT_NAME_MAX = 100
+
+
+def notes_thread(*, owner_id: int) -> Thread:
+    """The owner's "Agent notes" thread, created the first time (its source marks it, like an import's)."""
+    thread, _ = Thread.objects.get_or_create(
+        owner_id=owner_id, source=NOTES_SOURCE, source_id=NOTES_SOURCE_ID, defaults={"title": NOTES_TITLE}
+    )
+    return thread
+
+
+def note_store(*, owner_id: int, text: str, derived_from: list[int]) -> Message:
+    """Store an agent's note (role `note`) with an `agent` edge from each memory the agent says it used.
+
+    Through the writer's `message_store`, so its rule holds: refused with
+    `NotFound` (nothing written) if any of `derived_from` is not a live
+    message of the owner, whether another owner's, missing or removed, so
+    an id's existence is never revealed. Embedded before the owner's lock
+    (the model call must not hold up replies and deletions), so the note is
+    retrievable at once, like a user's message. Purging any source removes
+    the note (it is in that source's Dep).
+    """
+    validate_content(text)
+    embedding = embed_one(text)
+    thread = notes_thread(owner_id=owner_id)
+    sources = [
+        Source(id=pk, rank=rank, score=0.0, signal=ContextEdge.Signal.AGENT)
+        for rank, pk in enumerate(dict.fromkeys(derived_from), start=1)
+    ]
+    try:
+        return message_store(
+            owner_id=owner_id, thread_id=thread.pk, role=Message.Role.NOTE, content=text, embedding=embedding,
+            sources=sources,
+        )  # fmt: skip
+    except SourcesRemoved as refused:
+        raise NotFound(f"No memory with id {refused.ids[0]}.", fields={"derived_from": str(refused.ids[0])}) from None
+
+
+def memory_read_record(*, owner_id: int, client: str, tool: str, message_ids: list[int]) -> MemoryRead | None:
+    """Log, content-free, that an MCP client was shown these memories (nothing when it was shown none)."""
+    if not message_ids:
+        return None
+    name = "".join(ch for ch in client if ch.isprintable())[:CLIENT_NAME_MAX] or "unknown"
+    return MemoryRead.objects.create(owner_id=owner_id, client=name, tool=tool, message_ids=sorted(set(message_ids)))
+
+
+def agent_access_get(*, owner_id: int) -> AgentAccess:
+    """The owner's agent settings (the defaults when never set; nothing is written)."""
+    return AgentAccess.objects.filter(owner_id=owner_id).first() or AgentAccess(owner_id=owner_id)
+
+
+def agent_access_set(*, owner_id: int, may_confirm_deletions: bool) -> AgentAccess:
+    access, _ = AgentAccess.objects.update_or_create(
+        owner_id=owner_id, defaults={"may_confirm_deletions": may_confirm_deletions}
+    )
+    return access

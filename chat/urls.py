@@ -10,6 +10,7 @@ urlpatterns = [
     path("turns/<int:turn_id>/retry/", views.TurnRetryView.as_view(), name="turn-retry"),
     path("messages/", views.MessageListView.as_view(), name="message-list"),
     path("messages/<int:message_id>/", views.MessageDetailView.as_view(), name="message-detail"),
+    path("agent-access/", views.AgentAccessView.as_view(), name="agent-access"),
     path("imports/", import_views.ImportListView.as_view(), name="import-list"),
     path("imports/<int:job_id>/", import_views.ImportDetailView.as_view(), name="import-detail"),
     path("imports/<int:job_id>/events/", import_views.import_events, name="import-events"),

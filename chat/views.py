@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from chat import selectors, services
 from chat.models import Message, Thread
 from chat.serializers import (
+    AgentAccessSerializer,
     MessageQuerySerializer,
     MessageSerializer,
     ThreadDetailSerializer,
@@ -174,3 +175,24 @@ class MessageDetailView(APIView):
     @extend_schema(responses={200: MessageSerializer, **errors(404)}, summary="One message")
     def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
         return Response(MessageSerializer(selectors.message_get(owner=request.user, message_id=message_id)).data)
+
+
+class AgentAccessView(APIView):
+    """What the caller lets MCP clients do (README, "Connect an agent (MCP)")."""
+
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"PUT": "deletion_action"}
+
+    @extend_schema(responses={200: AgentAccessSerializer, **errors()}, summary="What agents may do")
+    def get(self, request: AuthenticatedRequest) -> Response:
+        return Response(AgentAccessSerializer(services.agent_access_get(owner_id=request.user.pk)).data)
+
+    @extend_schema(
+        request=AgentAccessSerializer,
+        responses={200: AgentAccessSerializer, **errors(400, 415, 429)},
+        summary="Allow or forbid agents to confirm deletions",
+    )
+    def put(self, request: AuthenticatedRequest) -> Response:
+        data = validated(AgentAccessSerializer, request.data)
+        access = services.agent_access_set(owner_id=request.user.pk, **data)
+        return Response(AgentAccessSerializer(access).data)

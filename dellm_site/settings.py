@@ -443,6 +443,9 @@ DELLM_GRAPH_MAX_NODES = env_int("DELLM_GRAPH_MAX_NODES", 5000)
 DELLM_GRAPH_MAX_EDGES = env_int("DELLM_GRAPH_MAX_EDGES", 25000)
 # Explanation paths in a preview or a dependents answer, the nearest first.
 DELLM_MAX_EXPLANATION_PATHS = env_int("DELLM_MAX_EXPLANATION_PATHS", 500)
+# Where people open DeLLM: the base of the confirmation links the MCP server's `forget` answers over stdio
+# (over HTTP, the request's own host when it is one of ALLOWED_HOSTS).
+DELLM_PUBLIC_URL = env_str("DELLM_PUBLIC_URL", "http://127.0.0.1:8000")
 SPECTACULAR_SETTINGS = {
     "TITLE": "DeLLM API",
     "DESCRIPTION": "A chat assistant whose long-term memory can be faithfully erased.",

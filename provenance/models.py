@@ -85,6 +85,8 @@ class DeletionRequest(models.Model):
     imported_dependents: list[int]
     # Set by `provenance.selectors.tool_steps_attach`: [{"id", "kind"}] of the tool steps it removes.
     tool_steps: list[dict[str, object]]
+    # Set by `provenance.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.
+    agent_reads: dict[str, Any]
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.db.models.functions import JSONObject, Substr
 
-from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message, Thread, Turn
+from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, MemoryRead, Message, Thread, Turn
 from dellm_site.errors import NotFound
 from dellm_site.types import User
 from provenance.models import DeletionRequest
@@ -209,6 +209,43 @@ def tool_steps_attach(deletions: list[DeletionRequest]) -> None:
     for deletion in deletions:
         wanted = sorted({*deletion.matched_ids, *deletion.dependent_ids} & set(kinds))
         deletion.tool_steps = [{"id": pk, "kind": kinds[pk]} for pk in wanted]
+
+
+# Reads listed per deletion, the newest first (`count` says how many there are).
+AGENT_READS_LISTED = 50
+COPIES_OUTSIDE = (
+    "DeLLM cannot erase copies outside itself: these MCP clients were shown some of these memories "
+    "(ids, client, time; never text). Ask them to forget too."
+)
+
+
+def _agent_reads_of(deletion: DeletionRequest, reads: list[MemoryRead]) -> dict[str, Any]:
+    ids = set(deletion.matched_ids) | set(deletion.dependent_ids) | set(deletion.deleted_ids)
+    hits = [
+        {
+            "client": read.client,
+            "tool": read.tool,
+            "read_at": read.read_at,
+            "messages": sorted(ids & set(read.message_ids)),
+        }
+        for read in reads
+        if read.owner_id == deletion.owner_id and ids.intersection(read.message_ids)
+    ]
+    return {"count": len(hits), "reads": hits[:AGENT_READS_LISTED], "note": COPIES_OUTSIDE if hits else ""}
+
+
+def agent_reads_attach(deletions: list[DeletionRequest]) -> None:
+    """Set `agent_reads` on each deletion: the MCP reads of its messages (chat.MemoryRead), in one query."""
+    wanted = {pk for d in deletions for pk in (*d.matched_ids, *d.dependent_ids, *d.deleted_ids)}
+    reads: list[MemoryRead] = []
+    if wanted:
+        reads = list(
+            MemoryRead.objects.filter(
+                owner_id__in={d.owner_id for d in deletions}, message_ids__overlap=sorted(wanted)
+            ).order_by("-read_at", "-id")
+        )
+    for deletion in deletions:
+        deletion.agent_reads = _agent_reads_of(deletion, reads)
 
 
 def deletion_get(*, owner: User, deletion_id: int) -> DeletionRequest:

@@ -11,7 +11,7 @@ from chat.models import ContextEdge, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from provenance.models import DeletionRequest
 from provenance.regeneration import regeneration_progress
-from provenance.selectors import LABEL_CHARS, imported_dependents_attach, tool_steps_attach
+from provenance.selectors import LABEL_CHARS, agent_reads_attach, imported_dependents_attach, tool_steps_attach
 
 # The recursive CTE compares depth with a PostgreSQL integer: a larger value
 # overflowed into a 500. No history is that deep anyway.
@@ -75,12 +75,30 @@ class ReceiptChecksSerializer(serializers.Serializer):
     )
 
 
+class AgentReadSerializer(serializers.Serializer):
+    client = serializers.CharField(help_text="The MCP client's name, as its `clientInfo` gave it.")
+    tool = serializers.CharField(help_text="The tool that read: search_memory or explain.")
+    read_at = serializers.DateTimeField()
+    messages = serializers.ListField(child=serializers.IntegerField(), help_text="This deletion's messages it read.")
+
+
+class AgentReadsSerializer(serializers.Serializer):
+    """Which of a deletion's messages MCP clients were shown, by which client and when (chat.MemoryRead)."""
+
+    count = serializers.IntegerField(help_text="Reads of any of these messages.")
+    reads = AgentReadSerializer(many=True, help_text="The newest 50.")
+    note = serializers.CharField(help_text="That DeLLM cannot erase the clients' copies; empty when none read.")
+
+
 class ReceiptSerializer(serializers.Serializer):
     """What the checks run right after execution found: ids and counts."""
 
     passed = serializers.BooleanField()
     failed = serializers.ListField(child=serializers.CharField(), help_text="Names of the checks that failed.")
     checks = ReceiptChecksSerializer()
+    agent_reads = AgentReadsSerializer(
+        required=False, help_text="Only if MCP clients read any of its messages: those reads when it executed."
+    )
 
 
 class DeletionListSerializer(serializers.ListSerializer[Any]):
@@ -90,6 +108,7 @@ class DeletionListSerializer(serializers.ListSerializer[Any]):
         deletions = list(data.all() if isinstance(data, Manager) else data)
         imported_dependents_attach(deletions)
         tool_steps_attach(deletions)
+        agent_reads_attach(deletions)
         return super().to_representation(deletions)
 
 
@@ -180,6 +199,9 @@ class DeletionSerializer(serializers.ModelSerializer):
         "results, the replies that used them). They are deleted even with `derived` regenerate: DeLLM cannot run "
         "the client's tools again, so none of them is in `regenerate`."
     )
+    agent_reads = serializers.SerializerMethodField(
+        help_text="Which of these messages MCP clients read, by which client and when: copies DeLLM cannot erase."
+    )
 
     class Meta:
         model = DeletionRequest
@@ -216,6 +238,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "regeneration",
             "undo_removed",
             "tool_steps",
+            "agent_reads",
         ]
 
     @extend_schema_field(ToolStepSerializer(many=True))
@@ -229,6 +252,12 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "imported_dependents"):
             imported_dependents_attach([deletion])
         return deletion.imported_dependents
+
+    @extend_schema_field(AgentReadsSerializer())
+    def get_agent_reads(self, deletion: DeletionRequest) -> dict[str, Any]:
+        if not hasattr(deletion, "agent_reads"):
+            agent_reads_attach([deletion])
+        return AgentReadsSerializer(deletion.agent_reads).data
 
     def get_model_calls(self, deletion: DeletionRequest) -> int:
         return len(deletion.regenerate_ids)
@@ -397,7 +426,10 @@ class EdgeDataSerializer(serializers.Serializer):
     target = serializers.IntegerField(source="target_id")
     score = serializers.FloatField()
     rank = serializers.IntegerField()
-    signal = serializers.CharField(help_text="vector, lexical, both, or empty (the question; window/full contexts).")
+    signal = serializers.CharField(
+        help_text="vector, lexical, both, transcript, system, agent (an agent's note derives from it), or empty "
+        "(the question; window/full contexts)."
+    )
 
     def get_id(self, edge: ContextEdge) -> str:
         return f"e{edge.source_id}-{edge.target_id}"

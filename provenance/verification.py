@@ -35,7 +35,7 @@ from chat.retrieval import QueryTerms, lexical_neighbours, query_terms
 from chat.selectors import vector_literal
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
-from provenance.selectors import taint_violations
+from provenance.selectors import agent_reads_attach, taint_violations
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +220,13 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     return checks
 
 
+def _agent_reads(deletion: DeletionRequest) -> dict[str, Any]:
+    """The MCP reads of what this deletion removed, as JSON for the receipt (ids, client names, times)."""
+    agent_reads_attach([deletion])
+    reads = deletion.agent_reads
+    return {**reads, "reads": [{**read, "read_at": read["read_at"].isoformat()} for read in reads["reads"]]}
+
+
 def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
     """Check an executed deletion and store its receipt.
 
@@ -238,6 +245,10 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
         checks = _checks(deletion=deletion, probe=probe)
         failed = sorted(name for name, check in checks.items() if check is not None and not check["passed"])
         deletion.receipt = {"passed": not failed, "failed": failed, "checks": checks}
+        reads = _agent_reads(deletion)
+        if reads["count"]:
+            # Only when an MCP client read any of it: a receipt nobody's agent touched keeps its shape.
+            deletion.receipt["agent_reads"] = reads
         deletion.verified_at = timezone.now()
         if failed:
             deletion.status = Status.VERIFICATION_FAILED

@@ -17,8 +17,10 @@ from typing import Any
 from chat.importers.schema import SKIP
 
 # The roles of DeLLM's own messages (its export): `system` is a `/v1` client's
-# stored system prompt, restored with its edges like any message.
-ROLES = ("user", "assistant", "summary", "system")
+# stored system prompt, restored with its edges like any message; `note` an
+# agent's (MCP `remember`), restored with its `agent` edges (one with none
+# derives from everything before it, as any reply no edge points at).
+ROLES = ("user", "assistant", "summary", "system", "note")
 
 
 @dataclass(frozen=True)

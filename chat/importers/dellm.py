@@ -189,7 +189,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if thread_id not in by_thread:
                 raise ConversationInvalid(f"{where}.thread", "names a thread the export does not have")
             if message.get("role") not in ROLES:
-                raise ConversationInvalid(f"{where}.role", "must be user, assistant, summary or system")
+                raise ConversationInvalid(f"{where}.role", "must be user, assistant, summary, system or note")
             content = message.get("content")
             if not isinstance(content, str) or not content.strip():
                 raise ConversationInvalid(f"{where}.content", "is missing or empty")

@@ -5,7 +5,9 @@ Every door stores through these functions and nothing else writes a
 and fails otherwise): the chat turn and its reply (`chat.services`),
 regeneration (a turn like any other), redaction, undo, cancel, expiry and
 purge (`provenance.services`), `/v1` (`assistant.completions`), the import
-(`chat.imports`), `manage.py reembed`, and the lab's seeder, benches and
+(`chat.imports`), an agent's note over MCP (`chat.services.note_store`: a
+`note` with an `agent` edge from each memory the agent used, stored by
+`message_store` under rule 1), `manage.py reembed`, and the lab's seeder, benches and
 evaluation. The provenance rules are applied here, once:
 
 1. **Live only if its sources are live.** A message is stored (or restored)

@@ -15,7 +15,7 @@ index, file or cache that can hold text adds its entry in the same commit.
 from dataclasses import dataclass
 from enum import StrEnum
 
-from chat.models import ContextEdge, ImportJob, ImportUpload, Message, Thread, Turn
+from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
 from chat.vector_indexes import INDEX_PREFIX
 from provenance.models import DeletionRequest
 
@@ -53,6 +53,8 @@ EDGE = ContextEdge._meta.db_table
 IMPORT_JOB = ImportJob._meta.db_table
 IMPORT_UPLOAD = ImportUpload._meta.db_table
 DELETION = DeletionRequest._meta.db_table
+MEMORY_READ = MemoryRead._meta.db_table
+AGENT_ACCESS = AgentAccess._meta.db_table
 
 _T = "tests/provenance/test_erasure.py::"
 _S = "tests/security/test_import_residue.py::"
@@ -64,7 +66,7 @@ VACUUM_BOUND = "seconds after confirm (the vacuum task enqueued at commit)"
 # Tables that hold text, or sit next to it and must prove they do not: every
 # column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS. Every table
 # of our apps is here, each column decided.
-TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION)
+TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION, MEMORY_READ, AGENT_ACCESS)
 
 # Every other table with a column that could hold text (text, varchar, json,
 # bytea, tsvector, vector): Django's, django-rest-knox's and django-axes's.
@@ -249,6 +251,10 @@ NO_TEXT_COLUMNS = {
         "finished_at",
     ),
     IMPORT_UPLOAD: ("job_id",),
+    # The MCP read log: which ids a client was shown, the client's own name for itself (its MCP
+    # `clientInfo`, capped at 100 characters), the tool and the time; never what it read.
+    MEMORY_READ: ("id", "owner_id", "client", "tool", "message_ids", "read_at"),
+    AGENT_ACCESS: ("owner_id", "may_confirm_deletions", "updated_at"),
     # Ids, counts, kinds and receipts: never the deleted text nor the query that matched it.
     DELETION: (
         "id",
@@ -359,6 +365,10 @@ INDEXES = (
             "provenance_deletionrequest_owner_id_bbcc5a2a",
             "provenance_deletionrequest_actor_id_23fa57c2",
             "provenance_deletionrequest_confirmed_by_id_f48dd9b2",
+            f"{MEMORY_READ}_pkey",
+            "memoryread_message_ids",
+            "chat_memoryread_owner_id_bcc55e52",
+            f"{AGENT_ACCESS}_pkey",
         )
     ),
 )

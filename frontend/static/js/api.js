@@ -96,6 +96,9 @@ export const api = {
   importJob: (id) => get(`/api/imports/${id}/`),
   importEventsUrl: (id) => `/api/imports/${id}/events/`,
   resumeDeletion: (id) => post(`/api/deletions/${id}/resume/`),
+  // What MCP clients may do: {may_confirm_deletions} (docs/API.md, "MCP server").
+  agentAccess: () => get("/api/agent-access/"),
+  setAgentAccess: (body) => request("PUT", "/api/agent-access/", body),
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

@@ -6,6 +6,7 @@ import { confirmDialog, modeLabel } from "./ui.js";
 
 const host = document.querySelector("[data-deletions]");
 const showAll = document.querySelector("[data-show-all]");
+const agentConfirm = document.querySelector("[data-agent-confirm]");
 let deletions = [];
 
 const EXECUTED = new Set(["executed", "verification_failed"]);
@@ -88,6 +89,14 @@ function receipt(deletion) {
   );
 }
 
+// Which of its messages MCP clients read: copies outside DeLLM that it cannot erase.
+function agentReads(deletion) {
+  const reads = deletion.agent_reads;
+  if (!reads || !reads.count) return null;
+  const clients = [...new Set(reads.reads.map((read) => read.client))].join(", ");
+  return el("div", { class: "small warn-text", dataset: { agentReads: reads.count }, title: reads.note }, `Read by agents: ${clients} (${plural(reads.count, "read")}); their copies are outside DeLLM.`);
+}
+
 function row(deletion) {
   return el(
     "tr",
@@ -101,6 +110,7 @@ function row(deletion) {
       el("span", { class: `badge badge-${deletion.status}` }, STATUS_TEXT[deletion.status] || deletion.status),
       deletion.status === "scheduled" && deletion.expire_at ? el("div", { class: "muted small" }, "at ", timeEl(deletion.expire_at)) : null,
       receipt(deletion),
+      agentReads(deletion),
     ),
     el(
       "td",
@@ -140,6 +150,26 @@ function render() {
 }
 
 showAll.addEventListener("change", render);
+api.agentAccess().then((access) => {
+  agentConfirm.checked = access.may_confirm_deletions;
+  agentConfirm.disabled = false;
+});
+agentConfirm.addEventListener("change", () => {
+  agentConfirm.disabled = true;
+  api
+    .setAgentAccess({ may_confirm_deletions: agentConfirm.checked })
+    .then((access) => {
+      agentConfirm.checked = access.may_confirm_deletions;
+      toast(access.may_confirm_deletions ? "Agents may now confirm deletions." : "Only you confirm deletions now.");
+    })
+    .catch((error) => {
+      agentConfirm.checked = !agentConfirm.checked;
+      toast(error.message);
+    })
+    .finally(() => {
+      agentConfirm.disabled = false;
+    });
+});
 api
   .deletions()
   .then((list) => {

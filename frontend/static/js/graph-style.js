@@ -23,6 +23,7 @@ const COLORS = {
   imported: "#7c3aed",
   toolCall: "#ea580c",
   toolResult: "#0891b2",
+  note: "#be185d",
 };
 
 export function stylesheet({ big }) {
@@ -57,6 +58,8 @@ export function stylesheet({ big }) {
     // Tool steps of an OpenAI-compatible client: the model's call of a tool, the client's result for it.
     { selector: 'node[tool_step = "call"]', style: { shape: "tag", "background-color": COLORS.toolCall } },
     { selector: 'node[tool_step = "result"]', style: { shape: "barrel", "background-color": COLORS.toolResult } },
+    // An agent's note (MCP `remember`): memory that derives from what the agent said it used.
+    { selector: 'node[role = "note"]', style: { shape: "round-tag", "background-color": COLORS.note } },
     // Imported: provenance unknown (every earlier message of its conversation is a source).
     { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {
@@ -83,6 +86,8 @@ export function stylesheet({ big }) {
         "arrow-scale": 0.7,
       },
     },
+    // An agent's note derives from this memory because the agent said so (MCP `remember`), not by retrieval.
+    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, "target-arrow-color": COLORS.note } },
     { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
     // call -> result -> the reply that used it.
     { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, "target-arrow-color": COLORS.toolCall, "line-style": "dashed", opacity: 0.9 } },

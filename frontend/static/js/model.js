@@ -18,6 +18,7 @@ export function roleLabel(role, { byline = false } = {}) {
   if (role === "user") return byline ? "You" : "you";
   if (role === "system") return byline ? "System prompt" : "system prompt";
   if (role === "tool") return byline ? "Tool result" : "tool";
+  if (role === "note") return byline ? "Agent note" : "agent note";
   return "DeLLM";
 }
 

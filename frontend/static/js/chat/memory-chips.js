@@ -14,6 +14,7 @@ export const SIGNAL_REASONS = {
   both: "same words and similar meaning",
   transcript: "everything before it in the conversation",
   system: "the system prompt it was written under",
+  agent: "an agent said it used it",
 };
 
 function reasonOf(chip) {

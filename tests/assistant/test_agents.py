@@ -1,0 +1,221 @@
+"""The MCP tools' logic (assistant/agents.py), called directly: isolation, limits, throttles, the read log,
+an agent's note in the graph, and what a deletion says about agents' reads."""
+
+import pytest
+
+from assistant import agents
+from chat.imports import history_import, history_parse
+from chat.models import ContextEdge, MemoryRead, Message
+from chat.services import agent_access_get, agent_access_set
+from dellm_site.errors import NotFound, ValidationFailed
+from provenance import services as deletions
+from provenance.selectors import dep_ids, taint_violations
+from provenance.serializers import DeletionSerializer
+from tests.factories import make_message, make_thread
+
+pytestmark = pytest.mark.django_db
+
+CLIENT = "test-agent"
+
+
+@pytest.fixture
+def paris(thread):
+    return make_message(thread, "I moved to Paris in 2021 for a job at the observatory")
+
+
+def _remember(owner, text, derived_from=None):
+    return agents.remember(user=owner, client=CLIENT, text=text, derived_from=derived_from)
+
+
+def test_search_finds_the_owners_memory_says_why_and_logs_the_read(owner, paris, other_owner):
+    make_message(make_thread(other_owner), "Bob moved to Paris too")
+
+    found = agents.search_memory(user=owner, client=CLIENT, query="observatory Paris", k=5)
+
+    assert [(m["id"], m["why"], m["text"]) for m in found["memories"]] == [(paris.pk, "same words", paris.content)]
+    assert list(MemoryRead.objects.values_list("owner_id", "client", "tool", "message_ids")) == [
+        (owner.pk, CLIENT, "search_memory", [paris.pk])
+    ]
+
+
+def test_search_that_finds_nothing_logs_nothing(owner, paris):
+    assert agents.search_memory(user=owner, client=CLIENT, query="zebra", k=3) == {"memories": []}
+    assert MemoryRead.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"query": "", "k": 5}, "query"),
+        ({"query": "x" * (agents.MAX_QUERY_CHARS + 1), "k": 5}, "query"),
+        ({"query": "Paris", "k": 0}, "k"),
+        ({"query": "Paris", "k": agents.MAX_K + 1}, "k"),
+        ({"query": "Paris", "k": True}, "k"),
+    ],
+)
+def test_search_refuses_bad_arguments(owner, arguments, field):
+    with pytest.raises(ValidationFailed) as refused:
+        agents.search_memory(user=owner, client=CLIENT, **arguments)
+    assert list(refused.value.fields) == [field]
+
+
+def test_remember_stores_a_note_deriving_from_the_memories_used(owner, paris):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk, paris.pk])
+
+    stored = Message.objects.get(pk=note["id"])
+    assert (stored.role, stored.thread.title, stored.embedding is not None) == ("note", "Agent notes", True)
+    assert list(ContextEdge.objects.filter(target=stored).values_list("source_id", "signal")) == [(paris.pk, "agent")]
+    assert note["derived_from"] == [paris.pk]
+    # Retrievable like the user's own words.
+    found = agents.search_memory(user=owner, client=CLIENT, query="observatory", k=5)
+    assert sorted(m["id"] for m in found["memories"]) == sorted([paris.pk, stored.pk])
+
+
+def test_remember_from_another_users_or_a_removed_memory_is_not_found_and_stores_nothing(owner, paris, other_owner):
+    theirs = make_message(make_thread(other_owner), "Bob's secret")
+    removed = make_message(paris.thread, "old", status=Message.Status.DELETED)
+    before = Message.objects.count()
+
+    errors = []
+    for pk in (theirs.pk, removed.pk, 10**9):
+        with pytest.raises(NotFound) as refused:
+            _remember(owner, "note", derived_from=[paris.pk, pk])
+        errors.append(refused.value.message)
+
+    assert errors == [f"No memory with id {pk}." for pk in (theirs.pk, removed.pk, 10**9)]
+    assert Message.objects.count() == before
+
+
+def test_purging_a_source_removes_the_agents_note(owner, paris):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk])
+
+    preview = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[paris.pk])
+    deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+    assert preview.dependent_ids == [note["id"]]
+    assert Message.objects.get(pk=note["id"]).status == Message.Status.PURGED
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_explain_gives_sources_and_dependents_and_hides_other_users_ids(owner, paris, other_owner):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk])
+    theirs = make_message(make_thread(other_owner), "Bob's secret")
+
+    of_note = agents.explain(user=owner, client=CLIENT, id=note["id"])
+    of_source = agents.explain(user=owner, client=CLIENT, id=paris.pk)
+
+    assert [(s["id"], s["why"]) for s in of_note["sources"]] == [(paris.pk, "an agent said it used it")]
+    assert [(d["id"], d["path"]) for d in of_source["dependents"]] == [(note["id"], [paris.pk, note["id"]])]
+    assert of_source["dependent_count"] == 1
+    messages = []
+    for pk in (theirs.pk, 10**9):
+        with pytest.raises(NotFound) as refused:
+            agents.explain(user=owner, client=CLIENT, id=pk)
+        messages.append(refused.value.message.replace(str(pk), "N"))
+    assert messages == ["No message with id N.", "No message with id N."]
+
+
+def test_forget_previews_with_the_confirmation_link_and_the_agents_reads(owner, paris):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk])
+    agents.search_memory(user=owner, client=CLIENT, query="observatory", k=5)
+
+    answer = agents.forget(user=owner, client=CLIENT, base_url="https://dellm.test/", ids=[paris.pk], mode="purge")
+
+    deletion = answer["deletion"]
+    assert (deletion["status"], deletion["matched"], deletion["dependents"]) == ("previewed", [paris.pk], [note["id"]])
+    assert answer["confirm_url"] == f"https://dellm.test/?deletion={deletion['id']}"
+    assert answer["confirmed"] is False
+    reads = deletion["agent_reads"]
+    assert (reads["count"], [(r["client"], r["tool"], r["messages"]) for r in reads["reads"]]) == (
+        1,
+        [(CLIENT, "search_memory", sorted([paris.pk, note["id"]]))],
+    )
+    assert "cannot erase copies outside itself" in reads["note"]
+    assert Message.objects.get(pk=paris.pk).status == Message.Status.ACTIVE
+
+
+def test_forget_by_request_resolves_it_like_the_chat(owner, paris):
+    answer = agents.forget(user=owner, client=CLIENT, base_url="http://x", request='delete "observatory"')
+
+    assert (answer["deletion"]["selector"], answer["deletion"]["matched"]) == ("request", [paris.pk])
+
+
+def test_forget_confirms_only_where_the_user_allowed_it(owner, paris):
+    with pytest.raises(agents.Refused):
+        agents.forget(user=owner, client=CLIENT, base_url="http://x", ids=[paris.pk], confirm=True)
+    assert Message.objects.get(pk=paris.pk).status == Message.Status.ACTIVE
+
+    agent_access_set(owner_id=owner.pk, may_confirm_deletions=True)
+    answer = agents.forget(user=owner, client=CLIENT, base_url="http://x", ids=[paris.pk], confirm=True)
+
+    assert (answer["confirmed"], answer["deletion"]["status"]) == (True, "executed")
+    assert Message.objects.get(pk=paris.pk).status == Message.Status.DELETED
+
+
+def test_forget_of_another_users_id_is_not_found(owner, paris, other_owner):
+    theirs = make_message(make_thread(other_owner), "Bob's secret")
+    with pytest.raises(NotFound):
+        agents.forget(user=owner, client=CLIENT, base_url="http://x", ids=[theirs.pk])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"ids": [1], "request": "forget x"},
+        {"ids": [1], "mode": "expire"},
+        {"ids": ["1"]},
+        {"ids": [1], "confirm": 1},
+    ],
+)
+def test_forget_refuses_bad_arguments(owner, arguments):
+    with pytest.raises(ValidationFailed):
+        agents.forget(user=owner, client=CLIENT, base_url="http://x", **arguments)
+
+
+def test_tools_are_throttled_per_user_with_the_apis_scopes(owner, other_owner, paris, monkeypatch):
+    monkeypatch.setattr(agents.AgentThrottle, "THROTTLE_RATES", {"search": "2/min"})
+    for _ in range(2):
+        agents.search_memory(user=owner, client=CLIENT, query="Paris", k=1)
+
+    with pytest.raises(agents.Throttled):
+        agents.search_memory(user=owner, client=CLIENT, query="Paris", k=1)
+    agents.search_memory(user=other_owner, client=CLIENT, query="Paris", k=1)  # per user
+    assert MemoryRead.objects.filter(owner=owner).count() == 2
+
+
+def test_receipt_says_which_removed_memories_agents_read(owner, paris):
+    agents.search_memory(user=owner, client=CLIENT, query="observatory", k=5)
+    preview = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[paris.pk])
+
+    done = deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+    reads = DeletionSerializer(done).data["receipt"]["agent_reads"]
+    assert (reads["count"], [(r["client"], r["messages"]) for r in reads["reads"]]) == (1, [(CLIENT, [paris.pk])])
+    assert dep_ids(owner_id=owner.pk, roots=[paris.pk]) == {paris.pk}
+
+
+def test_agent_access_is_off_until_the_user_turns_it_on(api, other_api, owner):
+    before = api.get("/api/agent-access/")
+    turned_on = api.put("/api/agent-access/", {"may_confirm_deletions": True}, format="json")
+    invalid = api.put("/api/agent-access/", {"may_confirm_deletions": "perhaps"}, format="json")
+
+    assert (before.status_code, before.json()) == (200, {"may_confirm_deletions": False})
+    assert (turned_on.status_code, turned_on.json()) == (200, {"may_confirm_deletions": True})
+    assert invalid.status_code == 400
+    assert other_api.get("/api/agent-access/").json() == {"may_confirm_deletions": False}
+    assert agent_access_get(owner_id=owner.pk).may_confirm_deletions is True
+
+
+def test_an_agents_note_survives_dellms_own_export_and_import_with_its_edge(owner, paris, other_owner, api):
+    note = _remember(owner, "Alice works at the Paris observatory", derived_from=[paris.pk])
+    export = b"".join(api.get("/api/export/").streaming_content)
+
+    progress = history_import(owner_id=other_owner.pk, parsed=history_parse(data=export, format="dellm"))
+
+    copied = Message.objects.get(owner=other_owner, role="note")
+    assert (progress.messages_imported, copied.content) == (2, "Alice works at the Paris observatory")
+    assert list(ContextEdge.objects.filter(target=copied).values_list("source__content", "signal")) == [
+        (paris.content, "agent")
+    ]
+    assert note["id"] != copied.pk
