@@ -5,6 +5,7 @@ purged text could linger, read as plain text: a pg_dump of the database and
 every Redis key.
 """
 
+import asyncio
 import base64
 import contextlib
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -33,6 +35,17 @@ def client_for(user) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user)[1]}")
     return client
+
+
+def run_async(function, *args):
+    """Run an async callable to completion on a fresh event loop in its own thread.
+
+    Not `async_to_sync` in the test's thread: once a browser test has started
+    Playwright's sync API (a session fixture), an event loop runs in the main
+    thread, and `async_to_sync` refuses to run there.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, function(*args)).result()
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):

@@ -5,11 +5,11 @@ Celery child or in the pool threads that serve stream reads, so each kept its la
 9,000 queries, and their memory grew for the length of the run.
 """
 
-from asgiref.sync import async_to_sync
 from celery.signals import task_prerun
 from django.db import connection, connections
 
 from dellm_site.event_streams import on_db_briefly
+from tests.helpers import run_async
 
 
 def test_each_task_starts_with_an_empty_query_log(transactional_db, settings):
@@ -31,7 +31,7 @@ def test_a_stream_read_leaves_no_query_log_on_its_thread(transactional_db, setti
             cursor.execute("SELECT 1")
         return connections["default"], len(connections["default"].queries_log)
 
-    used, logged_during = async_to_sync(on_db_briefly(read))()
+    used, logged_during = run_async(on_db_briefly(read))
 
     assert logged_during >= 1
     assert len(used.queries_log) == 0

@@ -24,6 +24,7 @@ from dellm_site.event_streams import (
     watch_async,
     watch_sync,
 )
+from tests.helpers import run_async
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = Path("dellm_site/event_streams.py")
@@ -208,7 +209,7 @@ def test_a_served_stream_on_a_saturated_database_reads_again_instead_of_failing(
         return [part async for part in watch_async(subscription, Counting(), load=read, timeout=60, recheck=30)]  # type: ignore[arg-type]
 
     # The read after the queued token failed; the next one, READ_AGAIN_AFTER later, found state 1.
-    parts = async_to_sync(collect)()
+    parts = run_async(collect)
     assert parts == ["open", "token", EventStreamRenderer.PING, "state 1", EventStreamRenderer.PING, "state 3"]
     assert subscription.closed
 
