@@ -245,7 +245,7 @@ def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
 
 
 def _embed_new(owner_id: int, source: str, group: list[_Unit]) -> None:
-    """Embed, outside any transaction, the messages not imported yet."""
+    """Embed, outside any transaction, the messages not imported yet; never a tool step (it is not memory)."""
     wanted: list[tuple[tuple[str, str], str]] = []
     existing = _existing(owner_id, source, [c for unit in group for c in unit.conversations])
     for unit in group:
@@ -254,7 +254,7 @@ def _embed_new(owner_id: int, source: str, group: list[_Unit]) -> None:
             wanted += [
                 ((conversation.source_id, m.source_id), m.text)
                 for m in conversation.messages
-                if m.source_id not in known
+                if m.source_id not in known and not m.is_tool_step
             ]
     if not wanted:
         return
@@ -362,6 +362,12 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
                 imported_from=source,
                 source_id=message.source_id,
                 source_created_at=message.created_at,
+                tool_calls=[
+                    {"id": call_id, "name": name, "arguments": arguments}
+                    for call_id, name, arguments in message.tool_calls
+                ]
+                or None,
+                tool_call_id=message.tool_call_id,
             )
 
         if unit.edges is None:

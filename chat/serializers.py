@@ -36,6 +36,12 @@ class ContextDetailSerializer(serializers.Serializer):
     )
 
 
+class ToolCallSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="The call's arguments as the model wrote them (JSON text).")
+
+
 class MessageSerializer(serializers.ModelSerializer):
     """A stored message; `context` and `derived` are its provenance edges."""
 
@@ -52,6 +58,13 @@ class MessageSerializer(serializers.ModelSerializer):
         help_text="True when `context` or `derived` lists only the first of this message's edges (a thread page "
         "lists at most DELLM_PAGE_MAX_EDGES each way, the message detail DELLM_MESSAGE_MAX_EDGES); "
         "the graph and the dependents endpoint have them all.",
+    )
+    tool_calls = serializers.SerializerMethodField(
+        help_text="An assistant reply that called a `/v1` client's tools: its calls, "
+        '[{"id", "name", "arguments"}] (arguments: a JSON string); null for every other message.'
+    )
+    tool_call_id = serializers.SerializerMethodField(
+        help_text="A `tool` message (a client's result): the id of the call it answers; empty otherwise."
     )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
@@ -75,6 +88,8 @@ class MessageSerializer(serializers.ModelSerializer):
             "imported_from",
             "replaces",
             "place",
+            "tool_calls",
+            "tool_call_id",
         ]
         extra_kwargs = {
             "replaces": {"help_text": "Id of the message this one rewrites (a regenerated reply, a redaction)."},
@@ -82,14 +97,23 @@ class MessageSerializer(serializers.ModelSerializer):
         }
 
     def get_content(self, message: Message) -> str:
+        return "" if self._hidden(message) else message.content
+
+    def _hidden(self, message: Message) -> bool:
         # The owner reads their own soft-deleted text (to undo); staff pages
         # serialize with {"staff": True} and never see removed text. (The field
         # named `context` hides the serializer's context from mypy only: DRF's
         # metaclass moves declared fields off the class.)
         staff = bool(self.context.get("staff"))  # type: ignore[attr-defined]
-        if message.status == Message.Status.PURGED or (staff and not message.is_live):
-            return ""
-        return message.content
+        return message.status == Message.Status.PURGED or (staff and not message.is_live)
+
+    # The calls and the id they answer are the model's words, hidden as `content` is.
+    @extend_schema_field(ToolCallSerializer(many=True, allow_null=True))
+    def get_tool_calls(self, message: Message) -> list[dict[str, str]] | None:
+        return None if self._hidden(message) or not message.tool_calls else list(message.tool_calls)
+
+    def get_tool_call_id(self, message: Message) -> str:
+        return "" if self._hidden(message) else message.tool_call_id
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_context(self, message: Message) -> list[int]:

@@ -19,8 +19,9 @@ from chat.importers.schema import SKIP
 # The roles of DeLLM's own messages (its export): `system` is a `/v1` client's
 # stored system prompt, restored with its edges like any message; `note` an
 # agent's (MCP `remember`), restored with its `agent` edges (one with none
-# derives from everything before it, as any reply no edge points at).
-ROLES = ("user", "assistant", "summary", "system", "note")
+# derives from everything before it, as any reply no edge points at); `tool` a
+# `/v1` client's tool result, restored with its `tool` edges (never embedded).
+ROLES = ("user", "assistant", "summary", "system", "note", "tool")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,14 @@ class ImportedMessage:
     # name its own rows (chat/imports.py finds them, and imports them never).
     exported_id: int | None = None
     exported_thread: int | None = None
+    # DeLLM's export: a reply's `/v1` tool calls ([{"id", "name", "arguments"}])
+    # and a `tool` result's call id. Tool steps are never embedded.
+    tool_calls: tuple[tuple[str, str, str], ...] = ()
+    tool_call_id: str = ""
+
+    @property
+    def is_tool_step(self) -> bool:
+        return self.role == "tool" or bool(self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ Checked here, per export: ids are whole numbers and message ids unique; an
 edge's score is a finite number (stored as float8), its rank a whole number
 from 0 to 32767 (a smallint), its signal one of `ContextEdge.Signal`'s or
 empty; a `system` message (a `/v1` client's system prompt) derives from
-nothing, so no edge may point at one. What the edges leave out is decided on
+nothing, so no edge may point at one. Tool steps (`/v1`, docs/OPENAI.md): an
+assistant reply's `tool_calls` is 1 to 128 calls, each an id of 1 to 200
+characters (unique in the reply), a function name as `/v1` takes it and its
+arguments as text (at most the message limit in all, no NUL); a `tool`
+message (a client's result) names in `tool_call_id` (1 to 200 characters)
+a call of a reply with a `tool` edge to it, as `/v1` stores it. Only these two
+may have empty content; no other message has either field. What the edges leave out is decided on
 import: a reply with no edge into it derives from everything before it in its
 thread (`chat.writer.graph_store`).
 """
@@ -21,6 +27,7 @@ thread (`chat.writer.graph_store`).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NamedTuple
 
 from chat.importers.base import (
@@ -45,6 +52,11 @@ FORMAT = "dellm"
 MAX_RANK = 32767
 MAX_ID = 2**63 - 1
 SIGNALS = frozenset(ContextEdge.Signal.values) | {""}
+# A reply's tool calls, as `/v1` takes them (OpenAI's limits: 128 tools, their
+# names); a call id fits Message.tool_call_id.
+MAX_TOOL_CALLS = 128
+MAX_TOOL_CALL_ID = 200
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class RawEdge(NamedTuple):
@@ -88,7 +100,19 @@ class _Edges:
 def schema(limits: Limits) -> Obj:
     """What parse reads of the export (with `threads`, `messages` and `edges` counted past their limits)."""
     thread = Obj({"id": KEEP, "title": KEEP, "created_at": KEEP})
-    message = Obj({"id": KEEP, "thread": KEEP, "role": KEEP, "content": KEEP, "seq": KEEP, "created_at": KEEP})
+    call = Obj({"id": KEEP, "name": KEEP, "arguments": KEEP})
+    message = Obj(
+        {
+            "id": KEEP,
+            "thread": KEEP,
+            "role": KEEP,
+            "content": KEEP,
+            "seq": KEEP,
+            "created_at": KEEP,
+            "tool_calls": Arr(reducer=lambda: CappedReducer(call, MAX_TOOL_CALLS)),
+            "tool_call_id": KEEP,
+        }
+    )
     return Obj(
         {
             "username": KEEP,
@@ -138,6 +162,57 @@ def _signal(value: Any, where: str) -> str:
     return value
 
 
+def _call_id(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TOOL_CALL_ID:
+        raise ConversationInvalid(where, f"must be a string of 1 to {MAX_TOOL_CALL_ID} characters")
+    if "\x00" in value:
+        raise ConversationInvalid(where, "holds a NUL character")
+    return value
+
+
+def _tool_calls(value: Any, where: str, limits: Limits) -> tuple[tuple[str, str, str], ...]:
+    """An assistant reply's calls as (id, name, arguments); () for none (null, absent)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise ConversationInvalid(where, "must be a non-empty list or null")
+    if _count(value) > MAX_TOOL_CALLS:
+        raise ConversationInvalid(where, f"has more than {MAX_TOOL_CALLS} calls")
+    calls: list[tuple[str, str, str]] = []
+    for index, call in enumerate(value):
+        at = f"{where}[{index}]"
+        if not isinstance(call, dict):
+            raise ConversationInvalid(at, "is not an object")
+        call_id = _call_id(call.get("id"), f"{at}.id")
+        if any(known[0] == call_id for known in calls):
+            raise ConversationInvalid(f"{at}.id", "names a call listed before")
+        name = call.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise ConversationInvalid(f"{at}.name", "is not 1 to 64 letters, digits, underscores or dashes")
+        arguments = call.get("arguments")
+        if not isinstance(arguments, str):
+            raise ConversationInvalid(f"{at}.arguments", "is not a string")
+        if "\x00" in arguments:
+            raise ConversationInvalid(f"{at}.arguments", "holds a NUL character")
+        calls.append((call_id, name, arguments))
+    if sum(len(arguments) for _, _, arguments in calls) > limits.max_message_chars:
+        raise ConversationInvalid(where, f"has arguments of more than {limits.max_message_chars} characters in all")
+    return tuple(calls)
+
+
+def _tool_step(message: dict[str, Any], where: str, limits: Limits) -> tuple[tuple[tuple[str, str, str], ...], str]:
+    """A message's (tool_calls, tool_call_id), each only where its role has it."""
+    role = message["role"]
+    calls = _tool_calls(message.get("tool_calls"), f"{where}.tool_calls", limits)
+    if calls and role != "assistant":
+        raise ConversationInvalid(f"{where}.tool_calls", "is only an assistant message's")
+    if role == "tool":
+        return calls, _call_id(message.get("tool_call_id"), f"{where}.tool_call_id")
+    if message.get("tool_call_id") not in (None, ""):
+        raise ConversationInvalid(f"{where}.tool_call_id", "is only a tool message's")
+    return calls, ""
+
+
 def _exported(value: int) -> int | None:
     """An id that can name a row here (a bigint above 0), or None."""
     return value if 0 < value <= MAX_ID else None
@@ -180,6 +255,9 @@ def parse(document: Any, limits: Limits) -> ParseResult:
         # Message id -> key: an edge's keys are these very strings, not a copy per edge.
         known: dict[int, str] = {}
         prompts: set[str] = set()
+        # A reply's call ids, and each tool result's (where, call id): a result answers a call it has an edge from.
+        called: dict[str, set[str]] = {}
+        results: dict[str, tuple[str, str]] = {}
         for index, message in enumerate(messages):
             where = f"messages[{index}]"
             if not isinstance(message, dict):
@@ -189,16 +267,23 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if thread_id not in by_thread:
                 raise ConversationInvalid(f"{where}.thread", "names a thread the export does not have")
             if message.get("role") not in ROLES:
-                raise ConversationInvalid(f"{where}.role", "must be user, assistant, summary, system or note")
+                raise ConversationInvalid(f"{where}.role", "must be user, assistant, summary, system, note or tool")
+            calls, call_id = _tool_step(message, where, limits)
             content = message.get("content")
-            if not isinstance(content, str) or not content.strip():
-                raise ConversationInvalid(f"{where}.content", "is missing or empty")
+            if not isinstance(content, str):
+                raise ConversationInvalid(f"{where}.content", "is missing or not a string")
+            if not content.strip() and not calls and message["role"] != "tool":
+                raise ConversationInvalid(f"{where}.content", "is empty")
             key = f"{username}:{message_id}"
             if message_id in known:
                 raise ConversationInvalid(f"{where}.id", "names a message listed before")
             known[message_id] = key
             if message["role"] == "system":
                 prompts.add(key)
+            if calls:
+                called[key] = {call[0] for call in calls}
+            if call_id:
+                results[key] = (where, call_id)
             seq = _int(message.get("seq"), f"{where}.seq")
             by_thread[thread_id].append(
                 (
@@ -211,6 +296,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                         order=seq,
                         exported_id=_exported(message_id),
                         exported_thread=_exported(thread_id),
+                        tool_calls=calls,
+                        tool_call_id=call_id,
                     ),
                 )
             )
@@ -233,6 +320,18 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                     signal=_signal(edge.signal, f"{where}.signal"),
                 )
             )
+        answered = {
+            edge.target
+            for edge in edges_out
+            if edge.signal == ContextEdge.Signal.TOOL
+            and edge.target in results
+            and results[edge.target][1] in called.get(edge.source, ())
+        }
+        for key, (where, _) in results.items():
+            if key not in answered:
+                raise ConversationInvalid(
+                    f"{where}.tool_call_id", "names no call of a reply with a tool edge to this message"
+                )
         for thread_id, rows in by_thread.items():
             rows.sort(key=lambda row: row[0])
             check_message_count(len(rows), limits)

@@ -103,3 +103,33 @@ def test_tool_steps_are_drawn_as_such_and_the_deletion_preview_names_them(open_p
     expect(card.locator(".ditem [data-tool-step]")).to_have_count(3)
     screenshot(page, "chat-tool-steps-deletion")
     page.screenshot(path="/tmp/chat-tool-steps-deletion.png")
+
+
+def test_the_chat_page_shows_tool_calls_and_results_as_compact_lines_of_text(open_page, transactional_db):
+    user = make_user("tilda")
+    _, _, call, result, answer = _conversation(user)
+    # A second call whose arguments are long and look like markup: truncated, and shown as text.
+    markup = '{"html": "<img src=x onerror=alert(1)>", "pad": "' + "x" * 80 + '"}'
+    second = message_store(
+        owner_id=user.pk,
+        thread_id=call.thread_id,
+        role="assistant",
+        content="",
+        sources=[Source(id=answer.pk)],
+        tool_calls=[{"id": "call_h1", "name": "render_html", "arguments": markup}],
+    )
+    page = open_page()
+    sign_in(page, "tilda")
+    page.goto(f"/?thread={call.thread_id}")
+
+    calls = page.locator(f"#m-{call.pk} .tool-step")
+    expect(calls).to_have_text(['called get_weather({"city": "Grenoble"})'])
+    expect(calls).to_have_class("tool-step role-tool")
+    expect(page.locator(f"#m-{result.pk} .tool-step")).to_have_text(["tool result for call_w1: Sunny, 21 C"])
+    expect(page.locator(f"#m-{second.pk} .tool-step")).to_have_text([f"called render_html({markup[:59]}…)"])
+    assert page.locator(f"#m-{second.pk} img").count() == 0
+    # Ordinary messages keep their bubbles.
+    expect(page.locator(f"#m-{answer.pk} .msg-body")).to_have_text("It is sunny in Grenoble.")
+    assert page.locator(".tool-step").count() == 3
+    screenshot(page, "chat-tool-steps")
+    page.screenshot(path="/tmp/chat-tool-steps.png")

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from chat import imports
-from chat.importers import parse_file
+from chat.embeddings import embed_one
+from chat.importers import Limits, parse_file
 from chat.models import ContextEdge, Message, Thread
+from chat.writer import Source, Supplied, message_store, tool_results_store
 from dellm_site.errors import ValidationFailed
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
@@ -388,3 +390,180 @@ def test_a_dellm_file_whose_edges_form_a_cycle_is_refused_whole_with_a_clear_err
     ]
     assert not Message.objects.filter(owner=owner).exists()
     assert not Thread.objects.filter(owner=owner).exists()
+
+
+WEATHER = [{"id": "call_w1", "name": "get_weather", "arguments": '{"city": "Grenoble"}'}]
+
+
+def tool_conversation(owner):
+    """A memory, the question, the model's tool call, the client's result and the answer, as `/v1` stores them."""
+    thread = make_thread(owner, "Via the OpenAI-compatible API")
+
+    def store(role, text, sources=(), **extra):
+        return message_store(owner_id=owner.pk, thread_id=thread.pk, role=role, content=text, sources=sources, **extra)
+
+    fact = store("user", "I live in Grenoble", embedding=embed_one("I live in Grenoble"))
+    question = store("user", "What is the weather where I live?", embedding=embed_one("the weather"))
+    call = store("assistant", "", [Source(id=question.pk), Source(id=fact.pk, rank=1, score=0.8)], tool_calls=WEATHER)
+    (result,) = tool_results_store(
+        owner_id=owner.pk,
+        call_id=call.pk,
+        results=[Supplied(role="tool", content="Sunny, 21 C", tool_call_id="call_w1")],
+    )
+    answer_sources = [Source(id=question.pk), Source(id=result.pk, rank=2, signal="tool")]
+    store("assistant", "It is sunny in Grenoble.", answer_sources)
+
+
+def export_shape(api_client):
+    """An account's export with its ids replaced by positions: messages with their tool fields, and edges."""
+    document = export_of(api_client)
+    position = {m["id"]: i for i, m in enumerate(document["messages"])}
+    messages = [(m["role"], m["content"], m["tool_calls"], m["tool_call_id"]) for m in document["messages"]]
+    edges = sorted(
+        (position[e["source"]], position[e["target"]], e["rank"], e["score"], e["signal"]) for e in document["edges"]
+    )
+    return messages, edges
+
+
+def test_tool_steps_survive_dellms_export_and_import_and_go_with_the_memory(owner, other_owner, api, other_api):
+    tool_conversation(owner)
+    exported = export_of(api)
+    assert [(m["tool_calls"], m["tool_call_id"]) for m in exported["messages"]] == [
+        (None, ""),
+        (None, ""),
+        (WEATHER, ""),
+        (None, "call_w1"),
+        (None, ""),
+    ]
+    export = json.dumps(exported).encode()
+
+    progress = run_import(other_owner, export)
+
+    assert (progress.messages_imported, progress.messages_skipped, progress.edges_created) == (5, 0, 5)
+    assert progress.errors == []
+    assert export_shape(other_api) == export_shape(api)
+    assert export_shape(api)[1] == [
+        (0, 2, 1, 0.8, ""),
+        (1, 2, 0, 0.0, ""),
+        (1, 4, 0, 0.0, ""),
+        (2, 3, 0, 1.0, "tool"),
+        (3, 4, 2, 0.0, "tool"),
+    ]
+    copies = list(Message.objects.filter(owner=other_owner).order_by("seq"))
+    # Tool steps are not memory: never embedded, as at the /v1 door; the rest is.
+    assert [m.embedding is not None for m in copies] == [True, True, False, False, True]
+    # Again, into either account: nothing new.
+    for account in (other_owner, owner):
+        again = run_import(account, export)
+        assert (again.messages_imported, again.messages_skipped, again.edges_created, again.errors) == (0, 0, 0, [])
+    assert Message.objects.filter(owner=owner).count() == 5
+
+    purge = deletions.deletion_preview(owner=other_owner, actor=other_owner, mode="purge", ids=[copies[0].pk])
+    deletions.deletion_confirm(deletion_id=purge.pk, owner_id=other_owner.pk, confirmed_by=other_owner)
+
+    # The eraser empties a purged call's calls (to []) as it empties text.
+    rows = Message.objects.filter(owner=other_owner).order_by("seq")
+    assert list(rows.values_list("status", "content", "tool_calls", "tool_call_id")) == [
+        ("purged", "", None, ""),
+        ("active", "What is the weather where I live?", None, ""),
+        ("purged", "", [], ""),
+        ("purged", "", None, ""),
+        ("purged", "", None, ""),
+    ]
+
+
+def dellm_tool_file(call: dict, result: dict) -> dict:
+    """A DeLLM file of a tool call and its result (either message's fields overridden)."""
+    return {
+        "username": "someone",
+        "threads": [{"id": 1, "title": "Weather"}],
+        "messages": [
+            {"id": 1, "thread": 1, "seq": 1, "role": "user", "content": "Weather?"},
+            {"id": 2, "thread": 1, "seq": 2, "role": "assistant", "content": "", "tool_calls": WEATHER, **call},
+            {"id": 3, "thread": 1, "seq": 3, "role": "tool", "content": "Sunny", "tool_call_id": "call_w1", **result},
+        ],
+        "edges": [
+            {"source": 1, "target": 2, "rank": 0, "score": 1.0, "signal": ""},
+            {"source": 2, "target": 3, "rank": 0, "score": 1.0, "signal": "tool"},
+        ],
+    }
+
+
+def call_of(**fields) -> list[dict]:
+    return [{**WEATHER[0], **fields}]
+
+
+@pytest.mark.parametrize(
+    ("call", "result", "field", "message"),
+    [
+        ({"tool_calls": []}, {}, "messages[1].tool_calls", "must be a non-empty list or null"),
+        ({"tool_calls": {"id": "x"}}, {}, "messages[1].tool_calls", "must be a non-empty list or null"),
+        ({"tool_calls": ["call_w1"]}, {}, "messages[1].tool_calls[0]", "is not an object"),
+        ({"tool_calls": call_of(id="")}, {}, "messages[1].tool_calls[0].id", "must be a string of 1 to 200 characters"),
+        (
+            {"tool_calls": call_of(id="c" * 201)},
+            {},
+            "messages[1].tool_calls[0].id",
+            "must be a string of 1 to 200 characters",
+        ),
+        ({"tool_calls": WEATHER * 2}, {}, "messages[1].tool_calls[1].id", "names a call listed before"),
+        (
+            {"tool_calls": call_of(name="get weather")},
+            {},
+            "messages[1].tool_calls[0].name",
+            "is not 1 to 64 letters, digits, underscores or dashes",
+        ),
+        (
+            {"tool_calls": call_of(arguments={"city": "x"})},
+            {},
+            "messages[1].tool_calls[0].arguments",
+            "is not a string",
+        ),
+        ({"tool_calls": call_of(arguments="\x00")}, {}, "messages[1].tool_calls[0].arguments", "holds a NUL character"),
+        (
+            {"tool_calls": call_of(arguments="x" * 101)},
+            {},
+            "messages[1].tool_calls",
+            "has arguments of more than 100 characters in all",
+        ),
+        (
+            {"tool_calls": [call_of(id=f"c{i}")[0] for i in range(129)]},
+            {},
+            "messages[1].tool_calls",
+            "has more than 128 calls",
+        ),
+        ({"tool_calls": None}, {}, "messages[1].content", "is empty"),
+        ({"tool_call_id": "call_w1"}, {}, "messages[1].tool_call_id", "is only a tool message's"),
+        ({}, {"tool_calls": WEATHER}, "messages[2].tool_calls", "is only an assistant message's"),
+        ({}, {"tool_call_id": None}, "messages[2].tool_call_id", "must be a string of 1 to 200 characters"),
+        (
+            {},
+            {"tool_call_id": "call_zz"},
+            "messages[2].tool_call_id",
+            "names no call of a reply with a tool edge to this message",
+        ),
+    ],
+)
+def test_dellm_tool_steps_of_a_bad_shape_refuse_the_file_naming_the_field(owner, call, result, field, message):
+    progress = imports.history_import(
+        owner_id=owner.pk,
+        parsed=parse_file(json.dumps(dellm_tool_file(call, result)).encode(), limits=Limits(max_message_chars=100)),
+    )
+    assert progress.errors == [{"conversation": "someone (the whole export)", "field": field, "message": message}]
+    assert not Message.objects.filter(owner=owner).exists()
+
+
+def test_a_dellm_tool_result_without_its_tool_edge_is_refused(owner):
+    document = dellm_tool_file({}, {})
+    document["edges"][1]["signal"] = ""
+    progress = run_import(owner, document)
+    assert [error["field"] for error in progress.errors] == ["messages[2].tool_call_id"]
+    good = run_import(owner, dellm_tool_file({}, {}))
+    assert (good.messages_imported, good.edges_created, good.errors) == (3, 2, [])
+    assert list(
+        Message.objects.filter(owner=owner).order_by("seq").values_list("role", "tool_calls", "tool_call_id")
+    ) == [
+        ("user", None, ""),
+        ("assistant", WEATHER, ""),
+        ("tool", None, "call_w1"),
+    ]

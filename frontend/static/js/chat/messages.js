@@ -27,10 +27,39 @@ function answeredId(reply, before) {
   return null;
 }
 
+// A `/v1` client's tool steps are shown as compact lines, not bubbles: a call
+// per call as `called name(arguments)`, a result with the call it answers.
+// Their text is the model's and the tool's, so it goes in as text nodes only.
+const ARGUMENTS_SHOWN = 60;
+const RESULT_SHOWN = 160;
+
+function truncated(text, limit) {
+  return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+}
+
+function toolStepBody(message) {
+  if (message.role === "tool") {
+    return el(
+      "div",
+      { class: "msg-body tool-steps" },
+      el("div", { class: "tool-step role-tool", title: message.content }, `tool result for ${message.tool_call_id}: ${truncated(message.content, RESULT_SHOWN)}`),
+    );
+  }
+  return el(
+    "div",
+    { class: "msg-body tool-steps" },
+    message.content ? el("div", { class: "tool-step-text" }, message.content) : null,
+    message.tool_calls.map((call) =>
+      el("div", { class: "tool-step role-tool", title: call.arguments }, `called ${call.name}(${truncated(call.arguments, ARGUMENTS_SHOWN)})`),
+    ),
+  );
+}
+
 export function messageItem(message, questionId = null) {
   const mine = message.role === "user";
   // A client's system prompt (OpenAI-compatible endpoint): shown where it was first sent, without chips.
   const system = message.role === "system";
+  const toolStep = message.role === "tool" || Boolean(message.tool_calls?.length);
   const item = el(
     "li",
     { class: `msg ${mine ? "msg-user" : system ? "msg-system" : "msg-assistant"}`, id: `m-${message.id}`, dataset: { id: message.id, seq: message.seq } },
@@ -46,8 +75,9 @@ export function messageItem(message, questionId = null) {
         ? el("span", { class: "badge badge-rewritten", title: "Rewritten without what you asked to forget" }, mine ? "redacted" : "rewritten")
         : null,
     ),
-    el("div", { class: "msg-body" }, message.content),
+    toolStep ? toolStepBody(message) : el("div", { class: "msg-body" }, message.content),
   );
+  if (toolStep) item.classList.add("msg-tool-step");
   if (message.imported_from) item.classList.add("msg-imported");
   if (message.imported_from && !mine) {
     // An imported reply's context is every earlier message of its conversation: no chips to pick from.
