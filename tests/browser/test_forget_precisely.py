@@ -49,8 +49,12 @@ def test_forget_part_of_a_message_from_the_chat_card_and_undo(signed_in):
         f"Undo restores {len(deletion.deleted_ids)} messages and removes 3 rewritten messages."
     )
     dialog.get_by_role("button", name="Undo").click()
-    expect(card).to_contain_text("Restored")
+    # The thread is reopened with the original back, which redraws the conversation;
+    # the card saying "Restored" must outlive that (it once vanished with it, and the
+    # test passed only if it looked during the thread's fetch).
     expect(page.locator("[data-messages] .msg-body").first).to_have_text("I live in Paris and work as a nurse.")
+    expect(card).to_contain_text("Restored")
+    expect(page.locator("[data-messages] > li").last).to_have_attribute("data-state", "undone")
     assert not Message.objects.filter(owner__username="hana", status="active", replaces__isnull=False).exists()
 
 

@@ -19,7 +19,7 @@ function autosize() {
 
 // `thread` is where Undo reopens; a card opened from a link has none of its own.
 export function forgetCard(deletion, thread) {
-  return deletionCard(deletion, {
+  const card = deletionCard(deletion, {
     deletionsUrl: page.deletionsUrl,
     onDeleted: (done, ids) => {
       // Rewrites take their originals' places before the rest leaves.
@@ -27,8 +27,21 @@ export function forgetCard(deletion, thread) {
       removeMessages(ids);
       if (ids.length) toast(`${plural(ids.length, "message")} forgotten.`, { kind: "success" });
     },
-    onUndone: () => thread && openThread(thread.id),
+    onUndone: () => thread && reopenWithCard(thread.id, card),
   });
+  return card;
+}
+
+// Reopening the thread shows the restored messages, but it redraws the whole
+// conversation, and the card lives in it: put the card back after them, or
+// its "Restored" would vanish as soon as the thread came back (the card is
+// the only place that says the undo happened, with its history link).
+async function reopenWithCard(threadId, card) {
+  await openThread(threadId);
+  if (state.thread?.id !== threadId) return;
+  page.messageList.append(card);
+  updateEmpty();
+  scrollToEnd(true);
 }
 
 function startTurn(answer, thread) {
