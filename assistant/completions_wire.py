@@ -10,7 +10,6 @@ output) is a 400 naming the parameter, never silently dropped. Tools
 (docs/OPENAI.md, "Tool calls").
 """
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from django.conf import settings
 
 from assistant.completions import Said, ToolCall
 from chat.llm import ToolOffer
+from chat.models import MAX_TOOL_CALL_ID, MAX_TOOL_CALLS, TOOL_NAME
 from dellm_site.event_streams import EventStreamRenderer, StreamRefused
 
 # Roles whose text is an instruction, not conversation: joined into one stored system prompt (never memory).
@@ -75,11 +75,6 @@ def stream_refusal(refused: StreamRefused) -> CompletionError:
     )
 
 
-# OpenAI's limits: at most 128 tools, a function name of 1-64 letters, digits, `_` and `-`.
-MAX_TOOLS = 128
-TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-# Message.tool_call_id's column.
-MAX_TOOL_CALL_ID = 200
 TOOL_CHOICES = ("none", "auto", "required")
 
 
@@ -157,8 +152,10 @@ def _tools(body: dict) -> ToolOffer | None:
         return None
     if not isinstance(tools, list):
         raise CompletionError("'tools' must be an array of tool objects.", param="tools")
-    if len(tools) > MAX_TOOLS:
-        raise CompletionError(f"At most {MAX_TOOLS} tools per request.", param="tools", code="array_above_max_length")
+    if len(tools) > MAX_TOOL_CALLS:
+        raise CompletionError(
+            f"At most {MAX_TOOL_CALLS} tools per request.", param="tools", code="array_above_max_length"
+        )
     names: list[str] = []
     for index, tool in enumerate(tools):
         param = f"tools[{index}]"

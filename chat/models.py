@@ -1,3 +1,5 @@
+import re
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -35,6 +37,14 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return f"Thread {self.pk}"
+
+
+# A tool step's shape, as OpenAI's API bounds it (at most 128 tools or calls, a
+# function name of 1-64 letters, digits, `_` and `-`) and as Message.tool_call_id
+# holds it: `/v1` and DeLLM's import check the same rules.
+MAX_TOOL_CALLS = 128
+MAX_TOOL_CALL_ID = 200
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class Message(models.Model):
@@ -110,7 +120,7 @@ class Message(models.Model):
     # `content`). Null for every other message. A `tool` message names the
     # call it answers in `tool_call_id` (the model's id for it, text too).
     tool_calls = models.JSONField(null=True, blank=True)
-    tool_call_id = models.CharField(max_length=200, blank=True, default="", db_default="")
+    tool_call_id = models.CharField(max_length=MAX_TOOL_CALL_ID, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["seq"]

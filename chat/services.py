@@ -584,9 +584,13 @@ def note_store(*, owner_id: int, text: str, derived_from: list[int]) -> Message:
     ]
     try:
         return message_store(
-            owner_id=owner_id, thread_id=thread.pk, role=Message.Role.NOTE, content=text, embedding=embedding,
+            owner_id=owner_id,
+            thread_id=thread.pk,
+            role=Message.Role.NOTE,
+            content=text,
+            embedding=embedding,
             sources=sources,
-        )  # fmt: skip
+        )
     except SourcesRemoved as refused:
         raise NotFound(f"No memory with id {refused.ids[0]}.", fields={"derived_from": str(refused.ids[0])}) from None
 

@@ -27,7 +27,6 @@ thread (`chat.writer.graph_store`).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, NamedTuple
 
 from chat.importers.base import (
@@ -45,18 +44,13 @@ from chat.importers.base import (
     iso_datetime,
 )
 from chat.importers.schema import KEEP, SKIP, Arr, Capped, CappedReducer, Obj
-from chat.models import ContextEdge
+from chat.models import MAX_TOOL_CALL_ID, MAX_TOOL_CALLS, TOOL_NAME, ContextEdge
 
 FORMAT = "dellm"
 # ContextEdge.rank is a smallint; ids are bigints.
 MAX_RANK = 32767
 MAX_ID = 2**63 - 1
 SIGNALS = frozenset(ContextEdge.Signal.values) | {""}
-# A reply's tool calls, as `/v1` takes them (OpenAI's limits: 128 tools, their
-# names); a call id fits Message.tool_call_id.
-MAX_TOOL_CALLS = 128
-MAX_TOOL_CALL_ID = 200
-TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class RawEdge(NamedTuple):
