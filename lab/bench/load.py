@@ -176,14 +176,20 @@ class ConnectionSampler:
 
     def _run(self) -> None:
         with psycopg.connect(_database_url(), autocommit=True) as conn:
-            while not self._stop.is_set():
+            while True:  # one last sample once stopped: what ran until the end is counted
+                stopped = self._stop.is_set()
                 rows = conn.execute(
                     "SELECT application_name, count(*) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND backend_type = 'client backend' GROUP BY 1"
                 ).fetchall()
-                for name, count in rows:
-                    self.peak[name] = max(self.peak[name], count)
+                self._record(rows)
+                if stopped:
+                    return
                 self._stop.wait(self.interval)
+
+    def _record(self, rows: list[tuple[str, int]]) -> None:
+        for name, count in rows:
+            self.peak[name] = max(self.peak[name], count)
 
     def __enter__(self) -> "ConnectionSampler":
         self._thread.start()
@@ -792,23 +798,20 @@ def _turns_announce(turn_ids: list[int]) -> None:
 
 
 class _Connections(ConnectionSampler):
-    """ConnectionSampler, plus the peak of all client connections to this database together."""
+    """ConnectionSampler, plus the peak of all client connections to this database together.
 
-    def __init__(self, interval: float = 0.5):
+    Sampled every 50 ms: Celery's prefork worker closes a child's connection pool after every
+    task (celery.fixups.django, for a pool-enabled database), so a worker connection lives only
+    as long as one task, often under a tenth of a second.
+    """
+
+    def __init__(self, interval: float = 0.05):
         super().__init__(interval)
         self.peak_total = 0
 
-    def _run(self) -> None:
-        with psycopg.connect(_database_url(), autocommit=True) as conn:
-            while not self._stop.is_set():
-                rows = conn.execute(
-                    "SELECT application_name, count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND backend_type = 'client backend' GROUP BY 1"
-                ).fetchall()
-                for name, count in rows:
-                    self.peak[name] = max(self.peak[name], count)
-                self.peak_total = max(self.peak_total, sum(count for _, count in rows))
-                self._stop.wait(self.interval)
+    def _record(self, rows: list[tuple[str, int]]) -> None:
+        super()._record(rows)
+        self.peak_total = max(self.peak_total, sum(count for _, count in rows))
 
 
 def _log_findings(folder: Path) -> dict[str, dict[str, int]]:
@@ -867,6 +870,8 @@ def soak_bench(
     try:
         with _stack(env=env, folder=folder) as (port, processes):
             roots = {name: process.pid for name, process in processes.items()}
+            # Connections are sampled until every turn and import has settled: the worker's last tasks
+            # may still run after the clients stop.
             with ProcessSampler(roots, sample_every) as memory, _Connections() as connections:
                 soak = _Soak(port, time.monotonic() + seconds, mix or SOAK_MIX)
                 finished = threading.Event()
@@ -911,13 +916,13 @@ def soak_bench(
                 for thread in watch:
                     thread.join(150)
                 memory_rows = memory.summary(warm_up=warm_up)
-            owner_ids = [user.pk for user in owners]
-            settle = time.monotonic() + 120
-            while time.monotonic() < settle and (
-                Turn.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
-                or ImportJob.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
-            ):
-                time.sleep(1)
+                owner_ids = [user.pk for user in owners]
+                settle = time.monotonic() + 120
+                while time.monotonic() < settle and (
+                    Turn.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
+                    or ImportJob.objects.filter(owner_id__in=owner_ids, status__in=["pending", "running"]).exists()
+                ):
+                    time.sleep(1)
             turn_states = Counter(Turn.objects.filter(owner_id__in=owner_ids).values_list("status", flat=True))
             turn_errors = Counter(
                 Turn.objects.filter(owner_id__in=owner_ids, status="failed").values_list("error", flat=True)
