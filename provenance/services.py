@@ -204,7 +204,7 @@ def deletion_preview(
         threshold = _validate_threshold(threshold)
         matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode)
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
-    paths = explanation_paths(owner_id=owner.pk, roots=matched, members=members)
+    paths = explanation_paths(owner_id=owner.pk, roots=matched, depth=depth)
     live_members = set(
         Message.objects.filter(owner=owner, pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True)
     )
@@ -329,7 +329,7 @@ def _apply(
     deletion.explanations = {
         str(node): path
         for node, path in sorted(
-            explanation_paths(owner_id=deletion.owner_id, roots=deletion.matched_ids, members=members).items()
+            explanation_paths(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth).items()
         )
     }
     deletion.deleted_ids = sorted(removed)
