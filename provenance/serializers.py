@@ -149,18 +149,39 @@ class RedactionProposalSerializer(serializers.Serializer):
     )
 
 
+class IdListField(serializers.ListField):
+    """Ids as stored (integers in an array or JSON column), written out as they are.
+
+    ListField would call its child once per id; a purge's `dependents` and
+    `deleted` hold thousands.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.IntegerField(), **kwargs)
+
+    def to_representation(self, data: Any) -> list[int]:
+        return list(data)
+
+
+class PathsField(serializers.DictField):
+    """{dependent id: [root, ..., dependent]}, written out as stored (one call, not one per id of every path)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.ListField(child=serializers.IntegerField()), **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, list[int]]:
+        return {str(key): list(path) for key, path in value.items()}
+
+
 class DeletionSerializer(serializers.ModelSerializer):
     """A deletion request and its outcome: ids and counts, never text."""
 
-    matched = serializers.ListField(source="matched_ids", child=serializers.IntegerField())
-    dependents = serializers.ListField(source="dependent_ids", child=serializers.IntegerField())
-    deleted = serializers.ListField(
-        source="deleted_ids", child=serializers.IntegerField(), help_text="Filled in when confirmed."
-    )
+    matched = IdListField(source="matched_ids")
+    dependents = IdListField(source="dependent_ids")
+    deleted = IdListField(source="deleted_ids", help_text="Filled in when confirmed.")
     total = serializers.IntegerField(help_text="Matched plus dependents.")
-    explanations = serializers.DictField(
-        child=serializers.ListField(child=serializers.IntegerField()),
-        help_text="For each dependent id, a path [matched id, ..., dependent id].",
+    explanations = PathsField(
+        help_text="For the nearest DELLM_MAX_EXPLANATION_PATHS dependents, a path [matched id, ..., dependent id]."
     )
     receipt = ReceiptSerializer(
         read_only=True, allow_null=True, help_text="The verification run after execution; null before."
