@@ -186,6 +186,9 @@ class DeletionSerializer(serializers.ModelSerializer):
     receipt = ReceiptSerializer(
         read_only=True, allow_null=True, help_text="The verification run after execution; null before."
     )
+    verifying = serializers.SerializerMethodField(
+        help_text="True from execution until the receipt is written: the checks run after confirm returns."
+    )
     imported_dependents = serializers.SerializerMethodField(
         help_text="Dependents that are imported replies. Their provenance is unknown, so each counts every "
         "earlier message of its conversation as a source: deleting an imported message takes every later "
@@ -248,6 +251,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "undone_at",
             "receipt",
             "verified_at",
+            "verifying",
             "imported_dependents",
             "derived",
             "regenerate",
@@ -267,6 +271,9 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "tool_steps"):
             tool_steps_attach([deletion])
         return deletion.tool_steps
+
+    def get_verifying(self, deletion: DeletionRequest) -> bool:
+        return deletion.status == DeletionRequest.Status.EXECUTED and deletion.receipt is None
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_imported_dependents(self, deletion: DeletionRequest) -> list[int]:

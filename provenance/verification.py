@@ -1,5 +1,9 @@
 """Deletion receipts: checks run right after a deletion executes, stored with its audit row.
 
+Confirmed over HTTP, the checks run after the answer, in a thread that reads
+the forget probe on the snapshot the deletion's transaction exported
+(`probe_handoff`); until the receipt is written the deletion is `verifying`.
+
 A receipt says, in ids and counts, whether the deletion happened completely:
 
 - `taint`: invariant I1 holds for the owner (no live message has a removed parent).
@@ -22,7 +26,9 @@ only), and a warning on the admin's deletion audit.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from threading import Event, Lock, Thread
 from typing import Any
 
 from django.conf import settings
@@ -114,8 +120,9 @@ def _live_neighbours(*, owner_id: int, vectors: list[str], models: list[str], ex
 def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> ForgetProbe:
     """Read the embeddings of Dep(M) and their live neighbours outside Dep(M), before execution.
 
-    Called by the deletion inside its transaction, under the owner's lock, so
-    its cost (probes x the owner's messages) is bounded: at most
+    Called by the deletion inside its transaction, under the owner's lock, or
+    by `probe_handoff`'s thread on the snapshot that transaction exported
+    (the same rows). Its cost (probes x the owner's messages) is bounded: at most
     DELLM_FORGET_PROBES embeddings, the matched messages first (the text the
     user asked to forget), then their dependents oldest first (the nearest
     copies of it). The receipt records how many of how many were probed.
@@ -147,6 +154,85 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
         lexical_before=frozenset(_lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)),
         horizon=horizon,
     )
+
+
+# How long a deletion waits for the verifying thread to take over its snapshot
+# before it reads the probe itself (the request pays for it, as it used to).
+HANDOFF_WAIT_S = 5.0
+
+
+class _Handoff:
+    """Who reads the probe: the verifying thread, once it holds the snapshot, or the deletion, if it gave up first."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._decided = Event()
+        self._owner = ""
+
+    def claim(self, who: str) -> bool:
+        with self._lock:
+            if not self._owner:
+                self._owner = who
+                self._decided.set()
+            return self._owner == who
+
+    def wait(self, timeout: float) -> bool:
+        """True when the thread took over within `timeout`; otherwise the caller has it."""
+        self._decided.wait(timeout)
+        return not self.claim("deletion")
+
+
+def probe_handoff(
+    *, deletion_id: int, owner_id: int, message_ids: set[int], roots: list[int], then: Callable[[ForgetProbe], Any]
+) -> ForgetProbe | None:
+    """Read the forget probe outside the deletion's request; None when a thread took it over.
+
+    Called inside the deletion's transaction, under the owner's lock, before
+    anything is removed. The transaction exports its snapshot
+    (`pg_export_snapshot`) and a thread opens a REPEATABLE READ transaction
+    on it: it sees the owner's rows exactly as the deletion does now, even
+    after the purge has committed, so its probe equals the one read here. The
+    deletion waits only until the thread holds the snapshot (milliseconds),
+    then removes and commits; the thread reads the probe and calls `then`
+    with it (`deletion_verify` and what follows), which waits for the owner's
+    lock, so it runs after the deletion's commit, or finds the deletion not
+    executed if it rolled back. If the thread cannot take the snapshot within
+    HANDOFF_WAIT_S, the probe is read here and returned, as before. The probe
+    stays in the thread's memory, never stored or sent.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_export_snapshot()")
+        snapshot = cursor.fetchone()[0]
+    handoff = _Handoff()
+    members = set(message_ids)
+
+    def run() -> None:
+        taken = False
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    cursor.execute("SET TRANSACTION SNAPSHOT %s", [snapshot])
+                taken = handoff.claim("thread")
+                if not taken:
+                    return
+                probe = forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
+            then(probe)
+        except Exception:
+            if taken:
+                # Its receipt stays pending (`verifying`): never a receipt that did not check.
+                logger.exception("deletion %s: the background verification failed", deletion_id)
+            else:
+                # Not taken: the deletion reads the probe itself.
+                handoff.claim("deletion")
+                logger.warning("deletion %s: the verifying thread could not take the snapshot", deletion_id)
+        finally:
+            connection.close()
+
+    Thread(target=run, name=f"verify-deletion-{deletion_id}").start()
+    if handoff.wait(HANDOFF_WAIT_S):
+        return None
+    return forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
 
 
 def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], before: frozenset[int]) -> set[int]:

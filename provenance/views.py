@@ -111,6 +111,7 @@ class DeletionConfirmView(APIView):
             confirmed_by=request.user,
             derived=data.get("derived"),
             redactions=data.get("redactions"),
+            verify_later=True,
         )
         return Response(DeletionSerializer(deletion).data)
 

@@ -499,6 +499,7 @@ def _sections(results: dict) -> list[str]:
                 _ms(r["preview"]["p50"]),
                 _ms(r["confirm"]["p50"]),
                 _ms(r["confirm"]["p95"]),
+                _ms(r.get("receipt", {}).get("p50")),
             ]
             for r in purge["rows"]
         ]
@@ -513,14 +514,17 @@ def _sections(results: dict) -> list[str]:
                     "preview p50",
                     "confirm p50",
                     "confirm p95",
+                    "receipt p50",
                 ],
                 lines,
             ),
             "cascade = Dep(m) by the recursive CTE plus the purge UPDATE (content, embedding and search vector "
             "destroyed), in one transaction under the owner's lock, rolled back so the data stay. confirm = the "
-            "whole `deletion_confirm`: the cascade, the receipt's forget probe inside the transaction, the audit "
-            "row, then `deletion_verify` (a second neighbour scan); run only up to 1,000 messages. The forget probe "
-            "is timed alone on the same Dep: an exact scan of |Dep| probes x the owner's history.",
+            "whole `deletion_confirm` as the HTTP confirm calls it (`verify_later`): the cascade and the audit row, "
+            "the receipt's forget probe handed to a thread on the deletion's snapshot; run only up to 1,000 "
+            "messages. receipt = from the call until the receipt is written (the probe, then `deletion_verify`, a "
+            "second neighbour scan). The forget probe is timed alone on the same Dep: an exact scan of |Dep| "
+            "probes x the owner's history.",
         ]
     throughput = results.get("throughput")
     if throughput:
