@@ -12,7 +12,7 @@ from chat.models import Message
 from provenance import services, verification
 from provenance.models import DeletionRequest
 from tests.factories import make_edge, make_message, make_thread, make_user, unit_vector
-from tests.helpers import client_for
+from tests.helpers import client_for, wait_for
 
 THRESHOLD = settings.DELLM_CONTEXT_THRESHOLD
 
@@ -366,3 +366,29 @@ def test_a_confirm_inside_a_callers_transaction_is_verified_before_it_returns():
             deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True
         )
         assert deletion.receipt["passed"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_probe_read_after_the_purge_committed_still_sees_what_it_destroyed(monkeypatch):
+    owner = make_user()
+    fact, reply = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+    committed, probed = threading.Event(), threading.Event()
+    real = verification.forget_probe
+
+    def late(**kwargs):
+        # In the verifying thread: only once the purge has committed (its embeddings are gone for everyone else).
+        committed.wait(30)
+        try:
+            return real(**kwargs)
+        finally:
+            probed.set()
+
+    monkeypatch.setattr(verification, "forget_probe", late)
+    services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
+    assert not Message.objects.filter(pk__in=[fact.pk, reply.pk], embedding__isnull=False).exists()
+    committed.set()
+    assert probed.wait(30)
+    deletion = wait_for(lambda: DeletionRequest.objects.filter(pk=preview.pk, receipt__isnull=False).first())
+    assert deletion.receipt["passed"] is True
+    assert (deletion.receipt["checks"]["forget"]["probes"], deletion.receipt["checks"]["forget"]["of"]) == (2, 2)
