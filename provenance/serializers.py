@@ -39,6 +39,11 @@ class ForgetCheckSerializer(serializers.Serializer):
     new_neighbours = serializers.ListField(
         child=serializers.IntegerField(), help_text="Live messages near a deleted one that were not before."
     )
+    not_run = serializers.CharField(
+        required=False,
+        help_text="Only when the check could not run: the process verifying the deletion stopped before its "
+        "receipt (then `passed` is false).",
+    )
 
 
 class PurgeCheckSerializer(serializers.Serializer):

@@ -28,6 +28,7 @@ only), and a warning on the admin's deletion audit.
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from threading import Event, Lock, Thread
 from typing import Any
 
@@ -260,11 +261,52 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
     return typed | (later & replacements) | with_live_context
 
 
-def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
+# The forget check of a deletion whose verifying thread stopped before writing its receipt: it cannot run again
+# (it compares with the neighbours before execution, read only in that thread's memory), so it fails, saying why.
+FORGET_NOT_RUN = (
+    "Not run: the process verifying this deletion stopped before its receipt was written, and the state before "
+    "the deletion that this check compares with is gone."
+)
+
+
+def _forget_not_run() -> dict:
+    return {
+        "passed": False,
+        "probes": 0,
+        "of": 0,
+        "threshold": forget_threshold(),
+        "new_neighbours": [],
+        "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+        "new_lexical_neighbours": [],
+        "not_run": FORGET_NOT_RUN,
+    }
+
+
+def _checks(*, deletion: DeletionRequest, probe: ForgetProbe | None) -> dict:
     deleted = set(deletion.deleted_ids)
     gone = sorted(set(deletion.matched_ids) | deleted)
     still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
+    checks = {
+        "taint": {"passed": not violations, "violations": violations},
+        "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
+        "forget": _forget_not_run() if probe is None else _forget_check(deletion=deletion, probe=probe),
+        "purge": None,
+    }
+    if deletion.mode != DeletionRequest.Mode.SOFT:
+        rows = Message.objects.filter(pk__in=deleted)
+        with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
+        with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
+        checks["purge"] = {
+            "passed": not with_content and not with_embedding,
+            "checked": len(deleted),
+            "with_content": with_content,
+            "with_embedding": with_embedding,
+        }
+    return checks
+
+
+def _forget_check(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, models=probe.models, exclude=set())
     new_neighbours = sorted(
         after
@@ -279,31 +321,15 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
         - probe.lexical_before
         - _vouched(deletion=deletion, probe=probe, ids=lexical_after, before=probe.lexical_before)
     )
-    checks = {
-        "taint": {"passed": not violations, "violations": violations},
-        "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
-        "forget": {
-            "passed": not new_neighbours and not new_lexical,
-            "probes": len(probe.vectors),
-            "of": probe.embedded,
-            "threshold": forget_threshold(),
-            "new_neighbours": new_neighbours,
-            "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
-            "new_lexical_neighbours": new_lexical,
-        },
-        "purge": None,
+    return {
+        "passed": not new_neighbours and not new_lexical,
+        "probes": len(probe.vectors),
+        "of": probe.embedded,
+        "threshold": forget_threshold(),
+        "new_neighbours": new_neighbours,
+        "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+        "new_lexical_neighbours": new_lexical,
     }
-    if deletion.mode != DeletionRequest.Mode.SOFT:
-        rows = Message.objects.filter(pk__in=deleted)
-        with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
-        with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
-        checks["purge"] = {
-            "passed": not with_content and not with_embedding,
-            "checked": len(deleted),
-            "with_content": with_content,
-            "with_embedding": with_embedding,
-        }
-    return checks
 
 
 def _agent_reads(deletion: DeletionRequest) -> dict[str, Any]:
@@ -321,12 +347,39 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
     Side effects in order: the receipt and `verified_at` are written; if a
     check failed, the status becomes `verification_failed` and an error is
     logged with ids only. A deletion that is no longer `executed` (undone in
-    the meantime) is returned unchanged.
+    the meantime, or given a late receipt by `deletions_unverified_sweep`)
+    is returned unchanged.
     """
+    return _receipt_write(deletion_id=deletion_id, owner_id=probe.owner_id, probe=probe)
+
+
+def deletions_unverified_sweep(*, now: datetime | None = None) -> list[int]:
+    """Receipts for executed deletions still without one DELLM_VERIFY_STALE_AFTER after execution.
+
+    Their verifying thread stopped (the process confirming them was killed):
+    every check runs now except the forget test, which compares with the
+    neighbours before execution, read only in that thread's memory; it fails
+    and says why (`not_run`), so the deletion becomes `verification_failed`
+    rather than waiting, `verifying`, for ever. Returns their ids.
+    """
+    now = now or timezone.now()
+    stale = DeletionRequest.objects.filter(
+        status=Status.EXECUTED,
+        receipt__isnull=True,
+        executed_at__lt=now - timedelta(seconds=settings.DELLM_VERIFY_STALE_AFTER),
+    ).values_list("pk", "owner_id")
+    swept = []
+    for deletion_id, owner_id in stale:
+        if _receipt_write(deletion_id=deletion_id, owner_id=owner_id, probe=None).receipt is not None:
+            swept.append(deletion_id)
+    return swept
+
+
+def _receipt_write(*, deletion_id: int, owner_id: int, probe: ForgetProbe | None) -> DeletionRequest:
     with transaction.atomic():
-        owner_lock(probe.owner_id)
-        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id, owner_id=probe.owner_id)
-        if deletion.status != Status.EXECUTED:
+        owner_lock(owner_id)
+        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id, owner_id=owner_id)
+        if deletion.status != Status.EXECUTED or (probe is None and deletion.receipt is not None):
             return deletion
         checks = _checks(deletion=deletion, probe=probe)
         failed = sorted(name for name, check in checks.items() if check is not None and not check["passed"])
@@ -355,7 +408,7 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
         logger.info(
             "deletion %s verified: %s probes, %s ids checked",
             deletion.pk,
-            len(probe.vectors),
+            checks["forget"]["probes"],
             checks["gone"]["checked"],
         )
     return deletion

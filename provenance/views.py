@@ -203,6 +203,7 @@ class DependentPathView(APIView):
         parameters=[DependentPathQuerySerializer],
         responses={200: DependentPathSerializer, **errors(400, 404, 429)},
         summary="The explanation path of one dependent of m, on demand",
+        operation_id="messages_dependent_path_retrieve",
     )
     def get(self, request: AuthenticatedRequest, message_id: int, dependent_id: int) -> Response:
         depth = validated(DependentPathQuerySerializer, request.query_params).get("depth")

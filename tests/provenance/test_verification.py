@@ -392,3 +392,28 @@ def test_the_probe_read_after_the_purge_committed_still_sees_what_it_destroyed(m
     deletion = wait_for(lambda: DeletionRequest.objects.filter(pk=preview.pk, receipt__isnull=False).first())
     assert deletion.receipt["passed"] is True
     assert (deletion.receipt["checks"]["forget"]["probes"], deletion.receipt["checks"]["forget"]["of"]) == (2, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_receipt_whose_verifying_thread_stopped_is_written_late_and_fails_the_forget_check(gate):
+    release, done = gate  # the thread never gets past its probe: as if its process were killed
+    owner = make_user()
+    fact, _ = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+    services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
+    assert verification.deletions_unverified_sweep() == []  # not stale yet
+    later = timezone.now() + timedelta(seconds=settings.DELLM_VERIFY_STALE_AFTER + 1)
+    assert verification.deletions_unverified_sweep(now=later) == [preview.pk]
+    deletion = DeletionRequest.objects.get(pk=preview.pk)
+    assert (deletion.status, deletion.receipt["failed"]) == ("verification_failed", ["forget"])
+    forget = deletion.receipt["checks"]["forget"]
+    assert (forget["passed"], forget["probes"], forget["not_run"]) == (False, 0, verification.FORGET_NOT_RUN)
+    assert deletion.receipt["checks"]["gone"] == {"passed": True, "checked": 2, "live": []}
+    assert deletion.receipt["checks"]["purge"]["passed"] is True
+    body = client_for(owner).get(f"/api/deletions/{preview.pk}/").json()
+    assert (body["verifying"], body["receipt"]["checks"]["forget"]["not_run"]) == (False, verification.FORGET_NOT_RUN)
+    # The thread coming back late changes nothing: the receipt stands.
+    release.set()
+    assert done.wait(30)
+    assert DeletionRequest.objects.get(pk=preview.pk).receipt == deletion.receipt
+    assert verification.deletions_unverified_sweep(now=later) == []
