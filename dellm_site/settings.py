@@ -277,6 +277,9 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Imports whose worker vanished: failed, their uploads deleted.
     "sweep-stuck-imports": {"task": "chat.imports_sweep", "schedule": 600.0},
+    # Deletions whose verifying thread stopped before their receipt get one
+    # (provenance.verification.deletions_unverified_sweep).
+    "sweep-lost-receipts": {"task": "provenance.receipts_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
 }
 # A turn pending or running with no progress for this long counts as stuck.
 DELLM_TURN_STUCK_AFTER = env_float("DELLM_TURN_STUCK_AFTER", 600.0)
@@ -335,6 +338,9 @@ DELLM_SEMANTIC_THRESHOLD = env_float("DELLM_SEMANTIC_THRESHOLD", 0.5 if DELLM_EM
 # Embeddings a deletion receipt's forget test probes at most (it runs inside
 # the deletion, and costs probes x the owner's messages).
 DELLM_FORGET_PROBES = env_int("DELLM_FORGET_PROBES", 64)
+# An executed deletion still without its receipt this long after execution lost its verifying thread
+# (the HTTP confirm verifies after it answers): beat writes its receipt, the forget check marked not run.
+DELLM_VERIFY_STALE_AFTER = env_float("DELLM_VERIFY_STALE_AFTER", 600.0)
 DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
 # `relevant` fuses similarity and full text (chat/retrieval.py); `vector` and
 # `lexical` are its two signals alone, kept for comparison.

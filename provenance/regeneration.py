@@ -268,7 +268,7 @@ def undo_plan(*, deletion: DeletionRequest) -> UndoPlan:
     ) | {int(new) for new in deletion.redacted.values()}
     members = dep_ids(owner_id=deletion.owner_id, roots=sorted(rewrites))
     live = set(Message.objects.filter(pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True))
-    paths = explanation_paths(owner_id=deletion.owner_id, roots=sorted(rewrites), members=members)
+    paths = explanation_paths(owner_id=deletion.owner_id, roots=sorted(rewrites))
     return UndoPlan(
         restores=sorted(deletion.deleted_ids),
         removes=sorted(live),

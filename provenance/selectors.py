@@ -1,6 +1,5 @@
 """Reads over the provenance graph G: Dep(M), explanation paths, taint checks."""
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,39 +59,90 @@ def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set
         return {row[0] for row in cursor.fetchall()}
 
 
-def explanation_paths(*, owner_id: int, roots: list[int], members: set[int]) -> dict[int, list[int]]:
-    """For each member that is not a root, one shortest path [root, ..., member].
+# Explanation paths: a breadth-first walk from all roots at once, each level
+# read in queue order (the parent's place in its level, then the child's id),
+# so a message's parent is the one a queue over id-sorted adjacency lists would
+# give it: its path is its lexicographically smallest shortest path from the
+# roots. The bounded walk is one statement: its working table is one row per
+# level (the level's ids and their parents' ids as arrays), each level takes
+# only the children still wanted, and the walk stops at the bound, so it reads
+# the out-edges of the levels it lists, never the edges of all of Dep(M). The
+# owner is named on the roots and on every edge read (a hash-partitioned table
+# is pruned to the owner's partition).
+_WALK_SQL = f"""
+WITH RECURSIVE walk(level, frontier, parents, seen, found) AS (
+    SELECT 0, coalesce(array_agg(id ORDER BY id), '{{}}'), '{{}}'::bigint[], coalesce(array_agg(id), '{{}}'), 0
+    FROM {_MESSAGES} WHERE id = ANY(%(roots)s::bigint[]) AND owner_id = %(owner)s
+  UNION ALL
+    SELECT w.level + 1, n.children, n.parents, w.seen || n.children, w.found + cardinality(n.children)
+    FROM walk w
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(c.target ORDER BY c.pos, c.target), '{{}}') AS children,
+               coalesce(array_agg(w.frontier[c.pos] ORDER BY c.pos, c.target), '{{}}') AS parents
+        FROM (
+            SELECT first.target, first.pos
+            FROM (
+                SELECT DISTINCT ON (e.target_id) e.target_id AS target, f.pos
+                FROM unnest(w.frontier) WITH ORDINALITY AS f(id, pos)
+                JOIN {_EDGES} e ON e.owner_id = %(owner)s AND e.source_id = f.id
+                WHERE NOT (e.target_id = ANY(w.seen))
+                ORDER BY e.target_id, f.pos
+            ) first
+            ORDER BY first.pos, first.target
+            LIMIT %(limit)s - w.found
+        ) c
+    ) n
+    WHERE cardinality(w.frontier) > 0 AND w.found < %(limit)s
+      AND (%(depth)s::integer IS NULL OR w.level < %(depth)s::integer)
+)
+SELECT u.child, u.parent, m.seq, m.role, m.status
+FROM walk w
+CROSS JOIN LATERAL unnest(w.frontier, w.parents) AS u(child, parent)
+JOIN {_MESSAGES} m ON m.owner_id = %(owner)s AND m.id = u.child
+WHERE w.level > 0
+"""
+
+# One whole level of the same walk, for one message's path on demand.
+_LEVEL_SQL = f"""
+SELECT f.pos, e.target_id
+FROM unnest(%(frontier)s::bigint[]) WITH ORDINALITY AS f(id, pos)
+JOIN {_EDGES} e ON e.owner_id = %(owner)s AND e.source_id = f.id
+ORDER BY f.pos, e.target_id
+"""
+
+
+def _path(parent: dict[int, int], node: int) -> list[int]:
+    path = [node]
+    while (up := parent.get(path[-1])) is not None:
+        path.append(up)
+    return path[::-1]
+
+
+def _walk(*, owner_id: int, roots: list[int], depth: int | None, limit: int) -> list[tuple[int, int, int, str, str]]:
+    """(message, parent, seq, role, status) of the nearest `limit` messages of the walk, level by level."""
+    if not roots or limit <= 0:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_WALK_SQL, {"roots": sorted(set(roots)), "owner": owner_id, "limit": limit, "depth": depth})
+        return cursor.fetchall()
+
+
+def explanation_paths(
+    *, owner_id: int, roots: list[int], depth: int | None = None, limit: int | None = None
+) -> dict[int, list[int]]:
+    """For the nearest dependents of the roots (within `depth` hops), one shortest path [root, ..., member] each.
 
     Breadth-first from all roots at once, visiting ids in ascending order, so
-    the answer is deterministic. At most DELLM_MAX_EXPLANATION_PATHS members
-    get a path, the nearest first: in a long chain the paths' total length
-    grows with the square of its length, and a preview or a dependents answer
-    must stay bounded (their `count`/`total` still say how many there are).
+    the answer is deterministic (`_WALK_SQL`). At most `limit` (default
+    DELLM_MAX_EXPLANATION_PATHS) members get a path, the nearest first: in a
+    long chain the paths' total length grows with the square of its length,
+    and a preview or a dependents answer must stay bounded (their
+    `count`/`total` still say how many there are; `dependent_path` gives any
+    one member's path on demand).
     """
-    limit = settings.DELLM_MAX_EXPLANATION_PATHS
-    children: dict[int, list[int]] = {}
-    edges = ContextEdge.objects.filter(owner_id=owner_id, source_id__in=members, target_id__in=members)
-    for source, target in edges.order_by("source_id", "target_id").values_list("source_id", "target_id"):
-        children.setdefault(source, []).append(target)
-    parent: dict[int, int | None] = {root: None for root in sorted(set(roots))}
-    queue = deque(parent)
-    found = 0
-    while queue and found < limit:
-        node = queue.popleft()
-        for child in children.get(node, ()):
-            if child not in parent and found < limit:
-                parent[child] = node
-                queue.append(child)
-                found += 1
-    paths = {}
-    for node in parent:
-        if parent[node] is None:
-            continue
-        path = [node]
-        while (up := parent[path[-1]]) is not None:
-            path.append(up)
-        paths[node] = path[::-1]
-    return paths
+    limit = settings.DELLM_MAX_EXPLANATION_PATHS if limit is None else limit
+    parent = {node: up for node, up, *_ in _walk(owner_id=owner_id, roots=roots, depth=depth, limit=limit)}
+    return {node: _path(parent, node) for node in parent}
 
 
 def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int]]:
@@ -266,23 +316,67 @@ class Dependent:
 
 @dataclass(frozen=True)
 class Dependents:
-    items: list[Dependent]
-    count: int  # all of Dep(m) minus m; `items` holds the nearest DELLM_MAX_EXPLANATION_PATHS
+    items: list[Dependent]  # the nearest `paths` (at most DELLM_MAX_EXPLANATION_PATHS), with a path each
+    ids: list[int]  # all of Dep(m) minus m, ascending
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
 
     @property
     def truncated(self) -> bool:
         return len(self.items) < self.count
 
 
-def message_dependents(*, owner: User, message_id: int, depth: int | None = None) -> Dependents:
-    """Dep(m) minus m: the nearest ones in sequence order, each with one shortest path from m, and the count."""
+def message_dependents(
+    *, owner: User, message_id: int, depth: int | None = None, paths: int | None = None
+) -> Dependents:
+    """Dep(m) minus m: all its ids (one recursive CTE), and the nearest `paths` with a shortest path from m each.
+
+    Two statements whatever the size: the CTE, then the bounded walk
+    (`_WALK_SQL`, with each listed message's seq, role and status). The paths
+    are bounded (`paths`, at most DELLM_MAX_EXPLANATION_PATHS), so their cost
+    follows the number listed, not |Dep(m)|; `dependent_path` gives any other
+    one on demand.
+    """
+    limit = settings.DELLM_MAX_EXPLANATION_PATHS if paths is None else min(paths, settings.DELLM_MAX_EXPLANATION_PATHS)
+    # Dep(m) holds m exactly when m is the owner's: no separate existence query.
+    members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
+    if message_id not in members:
+        raise NotFound(f"No message with id {message_id}.")
+    rows = _walk(owner_id=owner.pk, roots=[message_id], depth=depth, limit=limit)
+    parent = {node: up for node, up, *_ in rows}
+    listed = [
+        Dependent(id=pk, seq=seq, role=role, status=status, path=_path(parent, pk))
+        for pk, _, seq, role, status in sorted(rows, key=lambda row: row[2])
+    ]
+    return Dependents(items=listed, ids=sorted(members - {message_id}))
+
+
+def dependent_path(*, owner: User, message_id: int, dependent_id: int, depth: int | None = None) -> list[int]:
+    """The explanation path [m, ..., dependent] of one member of Dep(m) minus m, whatever its distance.
+
+    The same path as `explanation_paths` would give it without its bound (the
+    lexicographically smallest shortest path); the walk stops at the level that
+    reaches it. NotFound when it is not a dependent of m (within `depth`).
+    """
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
-    members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
-    paths = explanation_paths(owner_id=owner.pk, roots=[message_id], members=members)
-    rows = Message.objects.filter(owner=owner, pk__in=paths).order_by("seq").values_list("pk", "seq", "role", "status")
-    listed = [Dependent(id=pk, seq=seq, role=role, status=status, path=paths[pk]) for pk, seq, role, status in rows]
-    return Dependents(items=listed, count=len(members - {message_id}))
+    parent: dict[int, int] = {}
+    seen, frontier, level = {message_id}, [message_id], 0
+    with connection.cursor() as cursor:
+        while frontier and dependent_id not in seen and (depth is None or level < depth):
+            cursor.execute(_LEVEL_SQL, {"frontier": frontier, "owner": owner.pk})
+            following = []
+            for pos, child in cursor.fetchall():
+                if child not in seen:
+                    seen.add(child)
+                    parent[child] = frontier[pos - 1]
+                    following.append(child)
+            frontier, level = following, level + 1
+    if dependent_id not in parent:
+        raise NotFound(f"Message {dependent_id} is not a dependent of message {message_id}.")
+    return _path(parent, dependent_id)
 
 
 LABEL_CHARS = 40

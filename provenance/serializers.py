@@ -39,6 +39,11 @@ class ForgetCheckSerializer(serializers.Serializer):
     new_neighbours = serializers.ListField(
         child=serializers.IntegerField(), help_text="Live messages near a deleted one that were not before."
     )
+    not_run = serializers.CharField(
+        required=False,
+        help_text="Only when the check could not run: the process verifying the deletion stopped before its "
+        "receipt (then `passed` is false).",
+    )
 
 
 class PurgeCheckSerializer(serializers.Serializer):
@@ -149,21 +154,45 @@ class RedactionProposalSerializer(serializers.Serializer):
     )
 
 
+class IdListField(serializers.ListField):
+    """Ids as stored (integers in an array or JSON column), written out as they are.
+
+    ListField would call its child once per id; a purge's `dependents` and
+    `deleted` hold thousands.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.IntegerField(), **kwargs)
+
+    def to_representation(self, data: Any) -> list[int]:
+        return list(data)
+
+
+class PathsField(serializers.DictField):
+    """{dependent id: [root, ..., dependent]}, written out as stored (one call, not one per id of every path)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.ListField(child=serializers.IntegerField()), **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, list[int]]:
+        return {str(key): list(path) for key, path in value.items()}
+
+
 class DeletionSerializer(serializers.ModelSerializer):
     """A deletion request and its outcome: ids and counts, never text."""
 
-    matched = serializers.ListField(source="matched_ids", child=serializers.IntegerField())
-    dependents = serializers.ListField(source="dependent_ids", child=serializers.IntegerField())
-    deleted = serializers.ListField(
-        source="deleted_ids", child=serializers.IntegerField(), help_text="Filled in when confirmed."
-    )
+    matched = IdListField(source="matched_ids")
+    dependents = IdListField(source="dependent_ids")
+    deleted = IdListField(source="deleted_ids", help_text="Filled in when confirmed.")
     total = serializers.IntegerField(help_text="Matched plus dependents.")
-    explanations = serializers.DictField(
-        child=serializers.ListField(child=serializers.IntegerField()),
-        help_text="For each dependent id, a path [matched id, ..., dependent id].",
+    explanations = PathsField(
+        help_text="For the nearest DELLM_MAX_EXPLANATION_PATHS dependents, a path [matched id, ..., dependent id]."
     )
     receipt = ReceiptSerializer(
         read_only=True, allow_null=True, help_text="The verification run after execution; null before."
+    )
+    verifying = serializers.SerializerMethodField(
+        help_text="True from execution until the receipt is written: the checks run after confirm returns."
     )
     imported_dependents = serializers.SerializerMethodField(
         help_text="Dependents that are imported replies. Their provenance is unknown, so each counts every "
@@ -227,6 +256,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "undone_at",
             "receipt",
             "verified_at",
+            "verifying",
             "imported_dependents",
             "derived",
             "regenerate",
@@ -246,6 +276,9 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "tool_steps"):
             tool_steps_attach([deletion])
         return deletion.tool_steps
+
+    def get_verifying(self, deletion: DeletionRequest) -> bool:
+        return deletion.status == DeletionRequest.Status.EXECUTED and deletion.receipt is None
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_imported_dependents(self, deletion: DeletionRequest) -> list[int]:
@@ -348,13 +381,54 @@ class DependentSerializer(serializers.Serializer):
 class DependentsSerializer(serializers.Serializer):
     root = serializers.IntegerField()  # type: ignore[assignment]
     dependents = DependentSerializer(
-        many=True, help_text="The nearest DELLM_MAX_EXPLANATION_PATHS dependents, in sequence order."
+        many=True,
+        help_text="The nearest `paths` (default and at most DELLM_MAX_EXPLANATION_PATHS) dependents, in sequence "
+        "order, each with its path; GET .../dependents/{id}/ gives any other one's.",
     )
+    ids = serializers.ListField(child=serializers.IntegerField(), help_text="All of Dep(m) minus m, ascending.")
     count = serializers.IntegerField(help_text="All of Dep(m) minus m.")
     truncated = serializers.BooleanField(help_text="True when `dependents` lists fewer than `count`.")
 
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        # The declared fields describe the schema; the body is built directly:
+        # `ids` may hold 100,000 integers and a field per element would cost
+        # more than the walk that found them.
+        return {
+            "root": instance["root"],
+            "dependents": [
+                {"id": d.id, "seq": d.seq, "role": d.role, "status": d.status, "path": list(d.path)}
+                for d in instance["dependents"]
+            ],
+            "ids": list(instance["ids"]),
+            "count": instance["count"],
+            "truncated": instance["truncated"],
+        }
+
+
+class DependentPathSerializer(serializers.Serializer):
+    root = serializers.IntegerField()  # type: ignore[assignment]
+    id = serializers.IntegerField()
+    path = serializers.ListField(
+        child=serializers.IntegerField(), help_text="A shortest path [root, ..., id], as `dependents` lists it."
+    )
+
 
 class DependentsQuerySerializer(serializers.Serializer):
+    depth = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_DEPTH, help_text="Taint level limit; default none."
+    )
+    paths = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="How many dependents to list with their paths (default and at most "
+        "DELLM_MAX_EXPLANATION_PATHS; 0: ids and count only).",
+    )
+
+    def validate_paths(self, value: int) -> int:
+        return min(value, settings.DELLM_MAX_EXPLANATION_PATHS)
+
+
+class DependentPathQuerySerializer(serializers.Serializer):
     depth = serializers.IntegerField(
         required=False, min_value=0, max_value=MAX_DEPTH, help_text="Taint level limit; default none."
     )

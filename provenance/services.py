@@ -8,6 +8,7 @@ Audit rows carry ids, counts and kinds, never message text or query text.
 
 import logging
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,8 +38,8 @@ from provenance.models import DeletionRequest
 from provenance.redaction import Matcher, redact_with_model, redaction_uses_model
 from provenance.regeneration import regeneration_plan, regeneration_verify, undo_plan
 from provenance.selectors import dep_ids, explanation_paths
-from provenance.tasks import deletion_fire_task, regeneration_run_task
-from provenance.verification import ForgetProbe, deletion_verify, forget_probe
+from provenance.tasks import deletion_fire_task, erasure_vacuum_task, regeneration_run_task
+from provenance.verification import ForgetProbe, deletion_verify, forget_probe, probe_handoff
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def deletion_preview(
         threshold = _validate_threshold(threshold)
         matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode)
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
-    paths = explanation_paths(owner_id=owner.pk, roots=matched, members=members)
+    paths = explanation_paths(owner_id=owner.pk, roots=matched, depth=depth)
     live_members = set(
         Message.objects.filter(owner=owner, pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True)
     )
@@ -305,17 +306,32 @@ def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:
 
 
 def _apply(
-    *, deletion: DeletionRequest, purge: bool, replacements: dict[int, tuple[str, list[float] | None]] | None = None
-) -> ForgetProbe:
+    *,
+    deletion: DeletionRequest,
+    purge: bool,
+    replacements: dict[int, tuple[str, list[float] | None]] | None = None,
+    then: Callable[[ForgetProbe], Any] | None = None,
+) -> ForgetProbe | None:
     """Recompute Dep(M) and remove it. Caller holds the owner's lock.
 
     Then, in the same transaction: each redacted original gets its replacement
     (`replacements`: {original id: (approved text, its embedding)}), and with
     `derived="regenerate"` the removed replies to rewrite get pending turns.
-    Returns the receipt's forget probe, read before a purge destroys the embeddings.
+    Returns the receipt's forget probe, read before a purge destroys the
+    embeddings; or None when `then` is given and a thread took the probe over
+    (`probe_handoff`: it reads the same rows and calls `then` with it).
     """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
-    probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
+    if then is not None:
+        probe = probe_handoff(
+            deletion_id=deletion.pk,
+            owner_id=deletion.owner_id,
+            message_ids=members,
+            roots=deletion.matched_ids,
+            then=then,
+        )
+    else:
+        probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
     originals = {
         message.pk: message
         for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
@@ -329,7 +345,7 @@ def _apply(
     deletion.explanations = {
         str(node): path
         for node, path in sorted(
-            explanation_paths(owner_id=deletion.owner_id, roots=deletion.matched_ids, members=members).items()
+            explanation_paths(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth).items()
         )
     }
     deletion.deleted_ids = sorted(removed)
@@ -410,6 +426,7 @@ def deletion_confirm(
     confirmed_by: User,
     derived: str | None = None,
     redactions: dict[str, str] | None = None,
+    verify_later: bool = False,
 ) -> DeletionRequest:
     """Execute a previewed deletion (soft, purge) or schedule it (expire).
 
@@ -420,11 +437,19 @@ def deletion_confirm(
     purge enqueues a VACUUM and an expire enqueues its timer, an executed
     deletion is verified (its receipt, `deletion_verify`), and then its
     regeneration is enqueued (`provenance.regeneration_run`).
+    With `verify_later` (the HTTP confirm), the verification runs after this
+    returns, in a thread that read the forget probe on the deletion's
+    snapshot (`probe_handoff`): the deletion is returned executed with no
+    receipt yet (`verifying`). Inside a caller's transaction no other
+    connection could see the deletion before that transaction commits, so
+    it is verified before this returns, as are deletions whose thread could
+    not take over and every call without `verify_later`.
     `derived` given here overrides the preview's choice; `redactions` is
     {matched user message id: approved text}. Confirming an executed or
     scheduled deletion again returns it unchanged.
     """
     probe = None
+    later = _verify_later(deletion_id) if verify_later and not transaction.get_connection().in_atomic_block else None
     preview = DeletionRequest.objects.filter(pk=deletion_id, owner_id=owner_id).first()
     if preview is None:
         raise NotFound(f"No deletion with id {deletion_id}.")
@@ -457,7 +482,7 @@ def deletion_confirm(
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
         else:
-            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=replacements)
+            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=replacements, then=later)
         deletion.save()
         _after_commit(deletion)
     if probe is not None:
@@ -466,6 +491,23 @@ def deletion_confirm(
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
     deletion.refresh_from_db()
     return deletion
+
+
+def _verify_later(deletion_id: int) -> Callable[[ForgetProbe], None]:
+    """What the verifying thread does with the probe: the receipt, then what `deletion_confirm` does after it."""
+
+    def then(probe: ForgetProbe) -> None:
+        # Waits for the owner's lock, so it runs once the deletion has committed (or rolled back: then unchanged).
+        deletion = deletion_verify(deletion_id=deletion_id, probe=probe)
+        if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
+            return  # rolled back, or undone before its receipt: nothing more to do
+        if deletion.mode == Mode.PURGE:
+            # The thread's snapshot held the purged rows' old versions while it read the probe; the vacuum
+            # enqueued on commit may have run meanwhile and had to leave them. This one finds them released.
+            erasure_vacuum_task.delay()
+        _regeneration_start(deletion)
+
+    return then
 
 
 def _regeneration_start(deletion: DeletionRequest) -> None:
@@ -507,6 +549,7 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         if deletion.expire_at > now:
             return deletion
         probe = _apply(deletion=deletion, purge=True)
+        assert probe is not None  # read here: an expiry fires in a worker, not in a request
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)

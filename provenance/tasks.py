@@ -46,6 +46,16 @@ def deletions_fire_due_task() -> None:
         logger.error("overdue expiries still scheduled: %s", failed)
 
 
+@shared_task(name="provenance.receipts_sweep", **database_retry_options())
+def receipts_sweep_task() -> None:
+    """Beat: executed deletions whose receipt never came (their verifying process stopped) get one now."""
+    from provenance.verification import deletions_unverified_sweep
+
+    swept = deletions_unverified_sweep()
+    if swept:
+        logger.error("deletions %s: receipts written late, their forget check could not run", swept)
+
+
 @shared_task(name="provenance.erasure_vacuum", **database_retry_options())
 def erasure_vacuum_task() -> None:
     """After a purge: its old row versions, text included, leave heap, TOAST and indexes (provenance/erasure)."""

@@ -4,6 +4,11 @@ from provenance import views
 
 urlpatterns = [
     path("messages/<int:message_id>/dependents/", views.DependentsView.as_view(), name="message-dependents"),
+    path(
+        "messages/<int:message_id>/dependents/<int:dependent_id>/",
+        views.DependentPathView.as_view(),
+        name="message-dependent-path",
+    ),
     path("graph/", views.GraphView.as_view(), name="graph"),
     path("deletions/", views.DeletionListView.as_view(), name="deletion-list"),
     path("deletions/<int:deletion_id>/", views.DeletionDetailView.as_view(), name="deletion-detail"),

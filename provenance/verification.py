@@ -1,5 +1,9 @@
 """Deletion receipts: checks run right after a deletion executes, stored with its audit row.
 
+Confirmed over HTTP, the checks run after the answer, in a thread that reads
+the forget probe on the snapshot the deletion's transaction exported
+(`probe_handoff`); until the receipt is written the deletion is `verifying`.
+
 A receipt says, in ids and counts, whether the deletion happened completely:
 
 - `taint`: invariant I1 holds for the owner (no live message has a removed parent).
@@ -22,7 +26,10 @@ only), and a warning on the admin's deletion audit.
 """
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from threading import Event, Lock, Thread
 from typing import Any
 
 from django.conf import settings
@@ -114,8 +121,9 @@ def _live_neighbours(*, owner_id: int, vectors: list[str], models: list[str], ex
 def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> ForgetProbe:
     """Read the embeddings of Dep(M) and their live neighbours outside Dep(M), before execution.
 
-    Called by the deletion inside its transaction, under the owner's lock, so
-    its cost (probes x the owner's messages) is bounded: at most
+    Called by the deletion inside its transaction, under the owner's lock, or
+    by `probe_handoff`'s thread on the snapshot that transaction exported
+    (the same rows). Its cost (probes x the owner's messages) is bounded: at most
     DELLM_FORGET_PROBES embeddings, the matched messages first (the text the
     user asked to forget), then their dependents oldest first (the nearest
     copies of it). The receipt records how many of how many were probed.
@@ -149,6 +157,85 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     )
 
 
+# How long a deletion waits for the verifying thread to take over its snapshot
+# before it reads the probe itself (the request pays for it, as it used to).
+HANDOFF_WAIT_S = 5.0
+
+
+class _Handoff:
+    """Who reads the probe: the verifying thread, once it holds the snapshot, or the deletion, if it gave up first."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._decided = Event()
+        self._owner = ""
+
+    def claim(self, who: str) -> bool:
+        with self._lock:
+            if not self._owner:
+                self._owner = who
+                self._decided.set()
+            return self._owner == who
+
+    def wait(self, timeout: float) -> bool:
+        """True when the thread took over within `timeout`; otherwise the caller has it."""
+        self._decided.wait(timeout)
+        return not self.claim("deletion")
+
+
+def probe_handoff(
+    *, deletion_id: int, owner_id: int, message_ids: set[int], roots: list[int], then: Callable[[ForgetProbe], Any]
+) -> ForgetProbe | None:
+    """Read the forget probe outside the deletion's request; None when a thread took it over.
+
+    Called inside the deletion's transaction, under the owner's lock, before
+    anything is removed. The transaction exports its snapshot
+    (`pg_export_snapshot`) and a thread opens a REPEATABLE READ transaction
+    on it: it sees the owner's rows exactly as the deletion does now, even
+    after the purge has committed, so its probe equals the one read here. The
+    deletion waits only until the thread holds the snapshot (milliseconds),
+    then removes and commits; the thread reads the probe and calls `then`
+    with it (`deletion_verify` and what follows), which waits for the owner's
+    lock, so it runs after the deletion's commit, or finds the deletion not
+    executed if it rolled back. If the thread cannot take the snapshot within
+    HANDOFF_WAIT_S, the probe is read here and returned, as before. The probe
+    stays in the thread's memory, never stored or sent.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_export_snapshot()")
+        snapshot = cursor.fetchone()[0]
+    handoff = _Handoff()
+    members = set(message_ids)
+
+    def run() -> None:
+        taken = False
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    cursor.execute("SET TRANSACTION SNAPSHOT %s", [snapshot])
+                taken = handoff.claim("thread")
+                if not taken:
+                    return
+                probe = forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
+            then(probe)
+        except Exception:
+            if taken:
+                # Its receipt stays pending (`verifying`): never a receipt that did not check.
+                logger.exception("deletion %s: the background verification failed", deletion_id)
+            else:
+                # Not taken: the deletion reads the probe itself.
+                handoff.claim("deletion")
+                logger.warning("deletion %s: the verifying thread could not take the snapshot", deletion_id)
+        finally:
+            connection.close()
+
+    Thread(target=run, name=f"verify-deletion-{deletion_id}").start()
+    if handoff.wait(HANDOFF_WAIT_S):
+        return None
+    return forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
+
+
 def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], before: frozenset[int]) -> set[int]:
     """New neighbours (`ids` less those found `before` execution) whose provenance accounts for them.
 
@@ -174,11 +261,52 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
     return typed | (later & replacements) | with_live_context
 
 
-def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
+# The forget check of a deletion whose verifying thread stopped before writing its receipt: it cannot run again
+# (it compares with the neighbours before execution, read only in that thread's memory), so it fails, saying why.
+FORGET_NOT_RUN = (
+    "Not run: the process verifying this deletion stopped before its receipt was written, and the state before "
+    "the deletion that this check compares with is gone."
+)
+
+
+def _forget_not_run() -> dict:
+    return {
+        "passed": False,
+        "probes": 0,
+        "of": 0,
+        "threshold": forget_threshold(),
+        "new_neighbours": [],
+        "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+        "new_lexical_neighbours": [],
+        "not_run": FORGET_NOT_RUN,
+    }
+
+
+def _checks(*, deletion: DeletionRequest, probe: ForgetProbe | None) -> dict:
     deleted = set(deletion.deleted_ids)
     gone = sorted(set(deletion.matched_ids) | deleted)
     still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
+    checks = {
+        "taint": {"passed": not violations, "violations": violations},
+        "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
+        "forget": _forget_not_run() if probe is None else _forget_check(deletion=deletion, probe=probe),
+        "purge": None,
+    }
+    if deletion.mode != DeletionRequest.Mode.SOFT:
+        rows = Message.objects.filter(pk__in=deleted)
+        with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
+        with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
+        checks["purge"] = {
+            "passed": not with_content and not with_embedding,
+            "checked": len(deleted),
+            "with_content": with_content,
+            "with_embedding": with_embedding,
+        }
+    return checks
+
+
+def _forget_check(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     after = _live_neighbours(owner_id=deletion.owner_id, vectors=probe.vectors, models=probe.models, exclude=set())
     new_neighbours = sorted(
         after
@@ -193,31 +321,15 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
         - probe.lexical_before
         - _vouched(deletion=deletion, probe=probe, ids=lexical_after, before=probe.lexical_before)
     )
-    checks = {
-        "taint": {"passed": not violations, "violations": violations},
-        "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
-        "forget": {
-            "passed": not new_neighbours and not new_lexical,
-            "probes": len(probe.vectors),
-            "of": probe.embedded,
-            "threshold": forget_threshold(),
-            "new_neighbours": new_neighbours,
-            "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
-            "new_lexical_neighbours": new_lexical,
-        },
-        "purge": None,
+    return {
+        "passed": not new_neighbours and not new_lexical,
+        "probes": len(probe.vectors),
+        "of": probe.embedded,
+        "threshold": forget_threshold(),
+        "new_neighbours": new_neighbours,
+        "lexical_floor": settings.DELLM_LEXICAL_FLOOR,
+        "new_lexical_neighbours": new_lexical,
     }
-    if deletion.mode != DeletionRequest.Mode.SOFT:
-        rows = Message.objects.filter(pk__in=deleted)
-        with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
-        with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
-        checks["purge"] = {
-            "passed": not with_content and not with_embedding,
-            "checked": len(deleted),
-            "with_content": with_content,
-            "with_embedding": with_embedding,
-        }
-    return checks
 
 
 def _agent_reads(deletion: DeletionRequest) -> dict[str, Any]:
@@ -235,12 +347,39 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
     Side effects in order: the receipt and `verified_at` are written; if a
     check failed, the status becomes `verification_failed` and an error is
     logged with ids only. A deletion that is no longer `executed` (undone in
-    the meantime) is returned unchanged.
+    the meantime, or given a late receipt by `deletions_unverified_sweep`)
+    is returned unchanged.
     """
+    return _receipt_write(deletion_id=deletion_id, owner_id=probe.owner_id, probe=probe)
+
+
+def deletions_unverified_sweep(*, now: datetime | None = None) -> list[int]:
+    """Receipts for executed deletions still without one DELLM_VERIFY_STALE_AFTER after execution.
+
+    Their verifying thread stopped (the process confirming them was killed):
+    every check runs now except the forget test, which compares with the
+    neighbours before execution, read only in that thread's memory; it fails
+    and says why (`not_run`), so the deletion becomes `verification_failed`
+    rather than waiting, `verifying`, for ever. Returns their ids.
+    """
+    now = now or timezone.now()
+    stale = DeletionRequest.objects.filter(
+        status=Status.EXECUTED,
+        receipt__isnull=True,
+        executed_at__lt=now - timedelta(seconds=settings.DELLM_VERIFY_STALE_AFTER),
+    ).values_list("pk", "owner_id")
+    swept = []
+    for deletion_id, owner_id in stale:
+        if _receipt_write(deletion_id=deletion_id, owner_id=owner_id, probe=None).receipt is not None:
+            swept.append(deletion_id)
+    return swept
+
+
+def _receipt_write(*, deletion_id: int, owner_id: int, probe: ForgetProbe | None) -> DeletionRequest:
     with transaction.atomic():
-        owner_lock(probe.owner_id)
-        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id, owner_id=probe.owner_id)
-        if deletion.status != Status.EXECUTED:
+        owner_lock(owner_id)
+        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id, owner_id=owner_id)
+        if deletion.status != Status.EXECUTED or (probe is None and deletion.receipt is not None):
             return deletion
         checks = _checks(deletion=deletion, probe=probe)
         failed = sorted(name for name, check in checks.items() if check is not None and not check["passed"])
@@ -269,7 +408,7 @@ def deletion_verify(*, deletion_id: int, probe: ForgetProbe) -> DeletionRequest:
         logger.info(
             "deletion %s verified: %s probes, %s ids checked",
             deletion.pk,
-            len(probe.vectors),
+            checks["forget"]["probes"],
             checks["gone"]["checked"],
         )
     return deletion

@@ -26,6 +26,8 @@ from provenance.serializers import (
     DeletionInputSerializer,
     DeletionListQuerySerializer,
     DeletionSerializer,
+    DependentPathQuerySerializer,
+    DependentPathSerializer,
     DependentsQuerySerializer,
     DependentsSerializer,
     ExportEdgeSerializer,
@@ -109,6 +111,7 @@ class DeletionConfirmView(APIView):
             confirmed_by=request.user,
             derived=data.get("derived"),
             redactions=data.get("redactions"),
+            verify_later=True,
         )
         return Response(DeletionSerializer(deletion).data)
 
@@ -175,13 +178,39 @@ class DependentsView(APIView):
     @extend_schema(
         parameters=[DependentsQuerySerializer],
         responses={200: DependentsSerializer, **errors(400, 404, 429)},
-        summary="Dep(m) minus m, with explanation paths",
+        summary="Dep(m) minus m: every id, and the nearest with explanation paths",
     )
     def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
-        depth = validated(DependentsQuerySerializer, request.query_params).get("depth")
-        found = selectors.message_dependents(owner=request.user, message_id=message_id, depth=depth)
-        body = {"root": message_id, "dependents": found.items, "count": found.count, "truncated": found.truncated}
+        query = validated(DependentsQuerySerializer, request.query_params)
+        found = selectors.message_dependents(
+            owner=request.user, message_id=message_id, depth=query.get("depth"), paths=query.get("paths")
+        )
+        body = {
+            "root": message_id,
+            "dependents": found.items,
+            "ids": found.ids,
+            "count": found.count,
+            "truncated": found.truncated,
+        }
         return Response(DependentsSerializer(body).data)
+
+
+class DependentPathView(APIView):
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "dependents"}
+
+    @extend_schema(
+        parameters=[DependentPathQuerySerializer],
+        responses={200: DependentPathSerializer, **errors(400, 404, 429)},
+        summary="The explanation path of one dependent of m, on demand",
+        operation_id="messages_dependent_path_retrieve",
+    )
+    def get(self, request: AuthenticatedRequest, message_id: int, dependent_id: int) -> Response:
+        depth = validated(DependentPathQuerySerializer, request.query_params).get("depth")
+        path = selectors.dependent_path(
+            owner=request.user, message_id=message_id, dependent_id=dependent_id, depth=depth
+        )
+        return Response(DependentPathSerializer({"root": message_id, "id": dependent_id, "path": path}).data)
 
 
 class GraphView(APIView):

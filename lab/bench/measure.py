@@ -325,6 +325,15 @@ def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
     return elapsed, len(members)
 
 
+def _receipt_ms(deletion_id: int, started: float, timeout_s: float = 600.0) -> float:
+    """Milliseconds from `started` until the deletion's receipt is written (the verification after confirm)."""
+    while DeletionRequest.objects.filter(pk=deletion_id, verified_at__isnull=True).exists():
+        if time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"deletion {deletion_id} still unverified after {timeout_s:.0f} s")
+        time.sleep(0.01)
+    return (time.perf_counter() - started) * 1000
+
+
 def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit: int = 1_000) -> dict:
     """Cascade purge by |Dep|: the in-transaction core (rolled back), and the whole `deletion_confirm`.
 
@@ -355,7 +364,7 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
             row["probe"] = stats(
                 [timed(lambda o=owner_id, m=members, r=root: forget_probe(owner_id=o, message_ids=m, roots=[r]))[0]]
             )
-            preview, confirm = [], []
+            preview, confirm, receipt = [], [], []
             for owner_id in [o for o in fresh if dict(users)[o] >= 2 * target][:repeats]:
                 fresh.remove(owner_id)
                 owner = User.objects.get(pk=owner_id)
@@ -363,14 +372,19 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
                 preview_ms, deletion = timed(
                     lambda o=owner, r=root: deletion_preview(owner=o, actor=o, mode="purge", ids=[r])
                 )
+                started = time.perf_counter()
                 confirm_ms, deletion = timed(
-                    lambda d=deletion, o=owner: deletion_confirm(deletion_id=d.pk, owner_id=o.pk, confirmed_by=o)
+                    lambda d=deletion, o=owner: deletion_confirm(
+                        deletion_id=d.pk, owner_id=o.pk, confirmed_by=o, verify_later=True
+                    )
                 )
+                receipt.append(_receipt_ms(deletion.pk, started))
+                deletion.refresh_from_db()
                 if deletion.status != "executed":
                     raise RuntimeError(f"purge {deletion.pk} ended {deletion.status}")
                 preview.append(preview_ms)
                 confirm.append(confirm_ms)
-            row |= {"preview": stats(preview), "confirm": stats(confirm)}
+            row |= {"preview": stats(preview), "confirm": stats(confirm), "receipt": stats(receipt)}
         rows.append(row)
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {Message._meta.db_table}")

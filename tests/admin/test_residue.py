@@ -44,6 +44,9 @@ def test_purged_secret_is_nowhere_the_application_can_reach(start_worker, owner,
 
     preview = api.post("/api/deletions/", {"select": {"exact": SECRET_WORD}, "mode": "purge"}, format="json").json()
     done = api.post(f"/api/deletions/{preview['id']}/confirm/").json()
+    # Verified after the answer (docs/API.md, "Confirm, verified after it returns").
+    wait_for(lambda: not api.get(f"/api/deletions/{preview['id']}/").json()["verifying"])
+    done = api.get(f"/api/deletions/{preview['id']}/").json()
     assert (done["status"], done["receipt"]["passed"]) == ("executed", True)
     assert secret.pk in done["deleted"] and len(done["deleted"]) >= 3
     wait_for(lambda: "vacuumed chat_message" in worker.log.read_text())

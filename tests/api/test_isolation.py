@@ -47,6 +47,7 @@ def requests_for(b):
         ("post", f"/api/turns/{turn}/retry/", None),
         ("get", f"/api/messages/{message}/", None),
         ("get", f"/api/messages/{message}/dependents/", None),
+        ("get", f"/api/messages/{message}/dependents/{message}/", None),
         ("get", f"/api/messages/?thread={thread}", None),
         ("get", f"/api/graph/?thread={thread}", None),
         ("get", f"/api/deletions/{preview}/", None),

@@ -115,3 +115,29 @@ def test_explanation_paths_are_capped(api, owner, thread, settings, cap):
     assert preview["total"] == 6
     assert len(preview["explanations"]) == cap
     assert DeletionRequest.objects.get(pk=preview["id"]).dependent_ids == [m.pk for m in messages[1:]]
+
+
+def test_dependents_list_every_id_and_give_any_path_on_demand(api, other_api, thread, settings):
+    settings.DELLM_MAX_EXPLANATION_PATHS = 2
+    messages = _history(thread, 6)
+    ids = [m.pk for m in messages]
+    body = api.get(f"/api/messages/{ids[0]}/dependents/").json()
+    assert (body["ids"], body["count"], body["truncated"]) == (ids[1:], 5, True)
+    assert [d["path"] for d in body["dependents"]] == [ids[:2], ids[:3]]
+    # Fewer paths on request (none: the ids and the count alone); never more than the bound.
+    assert api.get(f"/api/messages/{ids[0]}/dependents/?paths=0").json() == {
+        "root": ids[0],
+        "dependents": [],
+        "ids": ids[1:],
+        "count": 5,
+        "truncated": True,
+    }
+    assert len(api.get(f"/api/messages/{ids[0]}/dependents/?paths=1000").json()["dependents"]) == 2
+    error_of(api.get(f"/api/messages/{ids[0]}/dependents/?paths=-1"), 400)
+    # The farthest one's path, past the bound, on demand.
+    far = api.get(f"/api/messages/{ids[0]}/dependents/{ids[5]}/").json()
+    assert far == {"root": ids[0], "id": ids[5], "path": ids}
+    assert api.get(f"/api/messages/{ids[1]}/dependents/{ids[3]}/?depth=2").json()["path"] == ids[1:4]
+    error_of(api.get(f"/api/messages/{ids[1]}/dependents/{ids[4]}/?depth=2"), 404)
+    error_of(api.get(f"/api/messages/{ids[3]}/dependents/{ids[1]}/"), 404)
+    error_of(other_api.get(f"/api/messages/{ids[0]}/dependents/{ids[5]}/"), 404)

@@ -105,6 +105,7 @@ def test_dependents_with_paths_and_depth(api, thread):
             {"id": b.pk, "seq": 2, "role": "assistant", "status": "active", "path": [a.pk, b.pk]},
             {"id": c.pk, "seq": 3, "role": "assistant", "status": "active", "path": [a.pk, b.pk, c.pk]},
         ],
+        "ids": [b.pk, c.pk],
         "count": 2,
         "truncated": False,
     }

@@ -65,3 +65,20 @@ def test_thread_page_query_budget(api, owner, items, django_assert_num_queries):
         assert len(api.get(f"/api/threads/{thread.pk}/").json()["messages"]) == 2 * items
     with django_assert_num_queries(5):
         assert len(api.get(f"/api/threads/{thread.pk}/messages/").json()) == 2 * items
+
+
+def test_dependents_queries_do_not_grow_with_dependents_or_their_depth(api, owner):
+    # A root with one dependent, then with three more at growing distance: the ids, the count and every path
+    # come from the same statements (the CTE and one bounded walk), not one query per dependent or per level.
+    thread = make_thread(owner)
+    root = make_message(thread, "I live in Paris")
+    last = make_message(thread, "Noted", role="assistant")
+    make_edge(root, last, rank=0, score=1.0)
+    url = f"/api/messages/{root.pk}/dependents/"
+    with_one = count(api, url)
+    for _ in range(3):
+        reply = make_message(thread, "Noted again", role="assistant")
+        make_edge(last, reply, rank=0, score=1.0)
+        last = reply
+    assert count(api, url) == with_one
+    assert api.get(url).json()["count"] == 4

@@ -1,16 +1,18 @@
 import logging
+import threading
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from chat.models import Message
 from provenance import services, verification
 from provenance.models import DeletionRequest
-from tests.factories import make_edge, make_message, unit_vector
-from tests.helpers import client_for
+from tests.factories import make_edge, make_message, make_thread, make_user, unit_vector
+from tests.helpers import client_for, wait_for
 
 THRESHOLD = settings.DELLM_CONTEXT_THRESHOLD
 
@@ -237,3 +239,181 @@ def test_forget_probe_compares_only_vectors_of_the_same_model(owner, thread):
     assert (probe.neighbours_before, probe.models) == (frozenset({same.pk}), ["new-256d"])
     deletion = run(owner, ids=[deleted.pk])
     assert (deletion.status, deletion.receipt["passed"]) == ("executed", True)
+
+
+# --- Verified after confirm returns (issue 23): the probe read on the deletion's snapshot by a thread. -------
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """Holds the verifying thread before its receipt until released; `done` is set when the receipt is written."""
+    release, done = threading.Event(), threading.Event()
+    real = verification.deletion_verify
+
+    def held(**kwargs):
+        release.wait(30)
+        try:
+            return real(**kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(services, "deletion_verify", held)
+    return release, done
+
+
+def _chain(owner):
+    thread = make_thread(owner)
+    fact = make_message(thread, "My passport number is X123", embedding=unit_vector(1))
+    reply = make_message(thread, "Noted: passport X123", role="assistant", embedding=unit_vector(2))
+    make_edge(fact, reply, rank=0, score=1.0)
+    make_message(thread, "I like jasmine tea", embedding=unit_vector(3))
+    return fact, reply
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["soft", "purge"])
+def test_confirm_returns_before_the_receipt_and_the_receipt_follows(gate, mode):
+    release, done = gate
+    owner = make_user()
+    fact, reply = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode=mode, ids=[fact.pk])
+    api = client_for(owner)
+    body = api.post(f"/api/deletions/{preview.pk}/confirm/").json()
+    # Executed and committed, but not yet verified: the receipt never claims what has not been checked.
+    assert (body["status"], body["receipt"], body["verified_at"], body["verifying"]) == ("executed", None, None, True)
+    assert body["deleted"] == [fact.pk, reply.pk]
+    assert set(Message.objects.filter(pk__in=[fact.pk, reply.pk]).values_list("status", flat=True)) == {
+        "deleted" if mode == "soft" else "purged"
+    }
+    assert api.get(f"/api/deletions/{preview.pk}/").json()["verifying"] is True
+    release.set()
+    assert done.wait(30)
+    after = api.get(f"/api/deletions/{preview.pk}/").json()
+    assert (after["status"], after["verifying"], after["receipt"]["passed"]) == ("executed", False, True)
+    # The probe read on the snapshot saw the embeddings a purge destroyed: both of Dep(M) were probed.
+    assert after["receipt"]["checks"]["forget"]["probes"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_made_before_the_receipt_still_fails_it(gate):
+    release, done = gate
+    owner = make_user()
+    fact, _ = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+    deletion = services.deletion_confirm(
+        deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True
+    )
+    assert deletion.receipt is None
+    # A live copy with no provenance, written after the commit and before the (background) check.
+    copy = make_message(fact.thread, "copied passport", embedding=unit_vector(1))
+    release.set()
+    assert done.wait(30)
+    deletion.refresh_from_db()
+    assert deletion.status == "verification_failed"
+    assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [copy.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deletion_that_fails_midway_changes_nothing_and_gets_no_receipt(gate, monkeypatch):
+    release, done = gate
+    owner = make_user()
+    fact, reply = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+
+    def broken(**kwargs):
+        raise RuntimeError("disk full")
+
+    # After the rows are removed, inside the transaction: everything before it must roll back.
+    monkeypatch.setattr(services.erasure, "purge_followups", broken)
+    with pytest.raises(RuntimeError):
+        services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
+    release.set()
+    assert done.wait(30)
+    preview.refresh_from_db()
+    assert (preview.status, preview.receipt, preview.deleted_ids) == ("previewed", None, [])
+    fact.refresh_from_db()
+    reply.refresh_from_db()
+    assert (fact.status, fact.content, fact.embedding is not None) == ("active", "My passport number is X123", True)
+    assert reply.status == "active"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_verifying_thread_the_request_verifies(monkeypatch):
+    owner = make_user()
+    fact, _ = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+
+    class NeverStarts(threading.Thread):
+        def start(self):
+            pass
+
+    monkeypatch.setattr(verification, "Thread", NeverStarts)
+    monkeypatch.setattr(verification, "HANDOFF_WAIT_S", 0.01)
+    deletion = services.deletion_confirm(
+        deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True
+    )
+    assert deletion.status == "executed"
+    assert deletion.receipt["passed"] is True and deletion.receipt["checks"]["forget"]["probes"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_confirm_inside_a_callers_transaction_is_verified_before_it_returns():
+    owner = make_user()
+    fact, _ = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[fact.pk])
+    with transaction.atomic():
+        deletion = services.deletion_confirm(
+            deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True
+        )
+        assert deletion.receipt["passed"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_probe_read_after_the_purge_committed_still_sees_what_it_destroyed(monkeypatch):
+    owner = make_user()
+    fact, reply = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+    committed, probed = threading.Event(), threading.Event()
+    real = verification.forget_probe
+
+    def late(**kwargs):
+        # In the verifying thread: only once the purge has committed (its embeddings are gone for everyone else).
+        committed.wait(30)
+        try:
+            return real(**kwargs)
+        finally:
+            probed.set()
+
+    monkeypatch.setattr(verification, "forget_probe", late)
+    services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
+    assert not Message.objects.filter(pk__in=[fact.pk, reply.pk], embedding__isnull=False).exists()
+    committed.set()
+    assert probed.wait(30)
+    deletion = wait_for(lambda: DeletionRequest.objects.filter(pk=preview.pk, receipt__isnull=False).first())
+    assert deletion.receipt["passed"] is True
+    assert (deletion.receipt["checks"]["forget"]["probes"], deletion.receipt["checks"]["forget"]["of"]) == (2, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_receipt_whose_verifying_thread_stopped_is_written_late_and_fails_the_forget_check(gate):
+    release, done = gate  # the thread never gets past its probe: as if its process were killed
+    owner = make_user()
+    fact, _ = _chain(owner)
+    preview = services.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk])
+    services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
+    assert verification.deletions_unverified_sweep() == []  # not stale yet
+    later = timezone.now() + timedelta(seconds=settings.DELLM_VERIFY_STALE_AFTER + 1)
+    assert verification.deletions_unverified_sweep(now=later) == [preview.pk]
+    deletion = DeletionRequest.objects.get(pk=preview.pk)
+    assert (deletion.status, deletion.receipt["failed"]) == ("verification_failed", ["forget"])
+    forget = deletion.receipt["checks"]["forget"]
+    assert (forget["passed"], forget["probes"], forget["not_run"]) == (False, 0, verification.FORGET_NOT_RUN)
+    assert deletion.receipt["checks"]["gone"] == {"passed": True, "checked": 2, "live": []}
+    assert deletion.receipt["checks"]["purge"]["passed"] is True
+    body = client_for(owner).get(f"/api/deletions/{preview.pk}/").json()
+    assert (body["verifying"], body["receipt"]["checks"]["forget"]["not_run"]) == (False, verification.FORGET_NOT_RUN)
+    # The thread coming back late changes nothing: the receipt stands.
+    release.set()
+    assert done.wait(30)
+    assert DeletionRequest.objects.get(pk=preview.pk).receipt == deletion.receipt
+    assert verification.deletions_unverified_sweep(now=later) == []

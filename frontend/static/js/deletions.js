@@ -77,7 +77,10 @@ function counts(deletion) {
 }
 
 // The receipt: checks run right after the deletion (I1, ids gone, forget test, purge residue).
+// They run after the confirmation returns: until the receipt is written the row says so, and the
+// page asks again (`refreshVerifying`).
 function receipt(deletion) {
+  if (deletion.verifying) return el("div", { class: "muted small", dataset: { receipt: "verifying" } }, "verifying…");
   if (!deletion.receipt) return null;
   if (deletion.receipt.passed) return el("div", { class: "muted small", dataset: { receipt: "passed" } }, "✓ verified");
   return el(
@@ -122,7 +125,28 @@ function row(deletion) {
   );
 }
 
+const VERIFY_POLL_MS = 1000;
+let verifyTimer = null;
+
+// Re-reads the deletions still being verified, once a second, until each has its receipt.
+function refreshVerifying() {
+  clearTimeout(verifyTimer);
+  const pending = deletions.filter((item) => item.verifying);
+  if (!pending.length) return;
+  verifyTimer = setTimeout(async () => {
+    try {
+      const fresh = await Promise.all(pending.map((item) => api.deletion(item.id)));
+      const byId = new Map(fresh.map((item) => [item.id, item]));
+      deletions = deletions.map((item) => byId.get(item.id) || item);
+      render();
+    } catch (error) {
+      toast(error.message, { kind: "error" });
+    }
+  }, VERIFY_POLL_MS);
+}
+
 function render() {
+  refreshVerifying();
   const shown = showAll.checked ? deletions : deletions.filter((item) => item.status !== "previewed" && item.status !== "cancelled");
   host.setAttribute("aria-busy", "false");
   if (!shown.length) {

@@ -68,7 +68,8 @@ export async function previewDelete(x, message) {
   }
   if (x.selected !== message.id) return;
   x.preview = answer;
-  highlight(x, message.id, answer.dependents.map((item) => item.id));
+  // All of Dep(m) (`ids`), not only the nearest listed with their paths.
+  highlight(x, message.id, answer.ids);
   const total = answer.count + 1;
   const seqOf = (id) => x.node(id)?.data("seq") ?? (id === message.id ? message.seq : answer.dependents.find((item) => item.id === id)?.seq);
   const picker = modePicker({ name: `${x.uid}-mode-${message.id}`, initial: "soft" });
@@ -149,7 +150,7 @@ export async function previewRedaction(x, message, phrase, error) {
     error.textContent = problem.message;
     return;
   }
-  const built = new Set(answer.dependents.map((item) => item.id));
+  const built = new Set(answer.ids);
   const elsewhere = preview.matched.filter((id) => id !== message.id && !built.has(id));
   const proposal = (preview.redactions || []).find((item) => item.message === message.id);
   if (elsewhere.length || !proposal || x.selected !== message.id) {
