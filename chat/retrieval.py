@@ -34,7 +34,7 @@ from django.db import connection, transaction
 
 from chat.llm import ContextItem
 from chat.models import Message
-from chat.vector_indexes import embedding_cast
+from chat.vector_indexes import VECTOR_INDEX_PLANNING, VECTOR_INDEX_PLANNING_END, embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
 # A system prompt is an input of the replies it shaped, never a memory: no query here returns one.
@@ -314,8 +314,10 @@ def hybrid_retrieve(
     sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}")
+        cursor.execute(VECTOR_INDEX_PLANNING)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+        cursor.execute(VECTOR_INDEX_PLANNING_END)
     items = []
     for id_, seq, role, content, vscore, by_vector, by_lexical, _ in rows:
         signal = "both" if by_vector and by_lexical else "vector" if by_vector else "lexical"

@@ -35,9 +35,23 @@ from django.db import connection
 from psycopg import sql
 
 from chat.models import Message
+from chat.partitions import partition_of
 
 INDEX_PREFIX = "message_ivf_owner_"
-MIN_MESSAGES = 20_000
+MIN_MESSAGES = 2_000
+MAX_PER_RELATION = 100
+# Set (LOCAL) before a retrieval query, so that an owner's index is used
+# whenever it exists. The planner cannot see how many of an owner's rows pass
+# the query's filters: `tool_calls` has no statistics (it holds the model's
+# words; chat migration 0002), so `tool_calls IS NULL` is guessed at 0.5% of
+# rows, fewer than the query's LIMIT, and then an IVFFlat scan looks as dear as
+# reading the whole index: a 5,000-message owner's exact scan (12 ms) won over
+# its index (0.9 ms). Every plan of a retrieval query sorts (the exact top-N,
+# the ranks, the fusion), so with sorts priced out only the ordered index scan
+# changes the choice; an owner without an index keeps the exact plan. Reset
+# right after, as an enclosing transaction's later queries must not inherit it.
+VECTOR_INDEX_PLANNING = "SET LOCAL enable_sort = off"
+VECTOR_INDEX_PLANNING_END = "RESET enable_sort"
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
 _DIM = re.compile(r"::vector\((\d+)\)")
 # The model in the predicate, as PostgreSQL prints it back: '...'::text, quotes doubled.
@@ -62,13 +76,20 @@ def embedding_cast(dim: int) -> str:
     return f"embedding::vector({int(dim)})"
 
 
+# On the table, or on any of its partitions when it is partitioned (each owner's index is on its partition).
+_INDEXES_SQL = """
+SELECT c.relname, pg_get_indexdef(c.oid)
+FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+WHERE c.relname LIKE %(prefix)s
+  AND (x.indrelid = to_regclass(%(table)s)
+       OR x.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(%(table)s)))
+"""
+
+
 def vector_indexes() -> list[VectorIndex]:
     """The per-owner, per-model indexes that exist."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
-            [Message._meta.db_table, f"{INDEX_PREFIX}%"],
-        )
+        cursor.execute(_INDEXES_SQL, {"table": Message._meta.db_table, "prefix": f"{INDEX_PREFIX}%"})
         rows = cursor.fetchall()
     found = []
     for name, definition in rows:
@@ -104,14 +125,17 @@ def _embedded_counts() -> dict[tuple[int, str, int], int]:
 
 def _create_sql(*, concurrently: str, owner_id: int, model: str, dim: int, lists: int) -> str:
     # The model name comes from the database (settings wrote it), but it is
-    # quoted as a literal all the same, never pasted into the statement.
+    # quoted as a literal all the same, never pasted into the statement. On a
+    # partitioned table the index goes on the owner's partition: a partitioned
+    # parent takes no CREATE INDEX CONCURRENTLY, and the planner, pruning to
+    # that partition on the owner id, considers its indexes.
     statement = sql.SQL(
         "CREATE INDEX {concurrently}{name} ON {table} USING ivfflat (({cast}) vector_cosine_ops) "
         "WITH (lists = {lists}) WHERE owner_id = {owner} AND embedding_model = {model}"
     ).format(
         concurrently=sql.SQL(concurrently),
         name=sql.Identifier(index_name(owner_id, model, dim)),
-        table=sql.Identifier(Message._meta.db_table),
+        table=sql.Identifier(partition_of(table=Message._meta.db_table, owner_id=owner_id)),
         cast=sql.SQL(embedding_cast(dim)),
         lists=sql.Literal(int(lists)),
         owner=sql.Literal(int(owner_id)),
@@ -121,17 +145,40 @@ def _create_sql(*, concurrently: str, owner_id: int, model: str, dim: int, lists
     return statement.as_string(connection.connection)
 
 
-def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list[int] | None = None) -> dict:
+Key = tuple[int, str, int]  # (owner id, embedding model, dimension)
+
+
+def _wanted(counts: dict[Key, int], existing: set[Key], *, min_messages: int, per_relation: int) -> set[Key]:
+    """The indexes that should exist: big enough, and the largest `per_relation` of each relation."""
+    # An index stays until its history falls below half the threshold (no churn at the boundary).
+    eligible = [
+        (count, key)
+        for key, count in counts.items()
+        if count >= min_messages or (key in existing and count >= min_messages // 2)
+    ]
+    ranked: dict[str, list[Key]] = {}
+    for _, key in sorted(eligible, key=lambda pair: (-pair[0], pair[1])):
+        relation = partition_of(table=Message._meta.db_table, owner_id=key[0])
+        ranked.setdefault(relation, []).append(key)
+    return {key for keys in ranked.values() for key in keys[:per_relation]}
+
+
+def owner_vector_index_sync(
+    *, min_messages: int = MIN_MESSAGES, owner_ids: list[int] | None = None, per_relation: int = MAX_PER_RELATION
+) -> dict:
     """Create, rebuild or drop per-owner indexes; returns {"created": [...], "rebuilt": [...], "dropped": [...]}.
 
     One index per owner and embedding model (and that model's dimension);
-    the lists name owner ids. Outside a transaction the DDL runs
-    CONCURRENTLY (chats go on); inside one (tests) it runs plainly.
-    `owner_ids` limits the sync to those owners.
+    the lists name owner ids. At most `per_relation` indexes on the table
+    (on each partition, when it is partitioned): the largest histories'.
+    Outside a transaction the DDL runs CONCURRENTLY (chats go on); inside
+    one (tests) it runs plainly. `owner_ids` limits the changes to those
+    owners (which owners rank within the cap is decided over all of them).
     """
     concurrently = "" if connection.in_atomic_block else "CONCURRENTLY "
     existing = {(index.owner_id, index.model, index.dim): index for index in vector_indexes()}
     counts = _embedded_counts()
+    wanted = _wanted(counts, set(existing), min_messages=min_messages, per_relation=per_relation)
     keys = set(counts) | set(existing)
     if owner_ids is not None:
         keys = {key for key in keys if key[0] in owner_ids}
@@ -142,11 +189,12 @@ def owner_vector_index_sync(*, min_messages: int = MIN_MESSAGES, owner_ids: list
             name = index_name(owner_id, model, dim)
             found = existing.get((owner_id, model, dim))
             lists = found.lists if found else None
-            if lists is not None and count < min_messages // 2:
-                cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
-                done["dropped"].append(owner_id)
+            if (owner_id, model, dim) not in wanted:
+                if lists is not None:
+                    cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
+                    done["dropped"].append(owner_id)
                 continue
-            if count < min_messages or (lists is not None and count <= 4 * lists * lists):
+            if lists is not None and count <= 4 * lists * lists:
                 continue
             if lists is not None:
                 cursor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
