@@ -20,7 +20,7 @@ from dellm_site.errors import NotFound, ValidationFailed
 _MESSAGES = Message._meta.db_table
 
 # Exact per-owner search, unless the owner has a partial IVFFlat index
-# (chat/vector_indexes.py: heavy histories only). The candidates step orders
+# (chat/vector_indexes.py: from MIN_MESSAGES messages on). The candidates step orders
 # by distance alone so that the planner can use that index; without one it is
 # the same exact top-N sort as before. The top-k is then re-ranked exactly
 # (distance, then newest first) and materialized before the threshold is

@@ -1,13 +1,17 @@
-"""Per-owner IVFFlat indexes for heavy histories, so context retrieval stays fast at 100k messages.
+"""Per-owner IVFFlat indexes from mid-size histories on, so context retrieval stays fast at 10k and 100k messages.
 
 Exact search reads every one of the owner's vectors: about 1 ms per 1,000
 messages here, 175 ms at 100k. A partial index `WHERE owner_id = <id>` holds
 only that owner's vectors, so no owner filter runs after the index scan (the
 reason a global pgvector 0.6 index returns fewer than k rows), and the
 planner picks it for `context_retrieve`'s candidates step because the owner id
-reaches the server as a literal. IVFFlat, not HNSW: it builds in seconds,
-scans whole lists (so soft-deleted rows cannot starve the top-k), and does not
-get lost among duplicate vectors.
+reaches the server as a literal (and sorts are priced out: see
+VECTOR_INDEX_PLANNING). IVFFlat, not HNSW: on real WordLlama vectors both
+find the exact top-10 up to 10k messages (recall 1.0; 0.99 at 30k), but
+IVFFlat builds 3-5 times faster, scans whole lists (so soft-deleted rows
+cannot starve the top-k, where pgvector 0.6's HNSW returns at most
+`ef_search` rows before the filter), and does not get lost among duplicate
+vectors (docs/RETRIEVAL.md has the figures, `make bench`'s vector_index part).
 
 The column has no dimension (any embedder), and an IVFFlat index needs one,
 so each index is an expression index over `embedding::vector(<dim>)` for one
@@ -16,14 +20,23 @@ vector_cosine_ops) WHERE owner_id = 7 AND embedding_model = 'm'`. A query
 uses it when it orders by the same cast and filters on the same owner and
 model (chat/retrieval.py, chat/selectors.py: `embedding_cast`). While
 `manage.py reembed` switches models an owner can have one index per model;
-the old model's index goes once its vectors fall below the threshold.
+the old model's index goes once its vectors fall below the threshold. When
+`chat_message` is hash-partitioned by owner, the index is built on the
+owner's partition (chat/partitions.py): a partitioned parent takes no
+CREATE INDEX CONCURRENTLY.
 
-Owners below the threshold keep exact search (recall 1.0). The sync builds an
+Owners below MIN_MESSAGES keep exact search (recall 1.0, and about 2 ms at
+that size). Every partial index on a table costs every query on it planning
+time (the planner checks each one's predicate): measured, a fused retrieval
+plans in 0.27 ms with none, 0.83 ms with 100, 2.1 ms with 300 and 44 ms with
+1,000. So a table (or each partition) holds at most MAX_PER_RELATION, the
+largest histories' indexes; the others search exactly. The sync builds an
 index with about sqrt(n) lists, rebuilds it once the history has grown four
-times past that (the centroids were chosen from an older history), and drops
-indexes of owners that fell below half the threshold or no longer exist. A
-purge's owner gets theirs rebuilt sooner, by the eraser's scrub
-(provenance/erasure): centroids are means of vectors, purged ones included.
+times past that (the centroids were chosen from an older history), and
+drops indexes of owners that fell below half the threshold, out of the cap,
+or no longer exist. A purge's owner gets theirs rebuilt sooner, by the
+eraser's scrub (provenance/erasure): the lists hold copies of the vectors
+and the centroids are means of them, purged ones included.
 """
 
 import hashlib

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types import TypeInfo
@@ -31,14 +32,14 @@ from chat.embeddings import get_embedder
 from chat.models import Message, Thread
 from chat.partitions import partition_of
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
-from chat.vector_indexes import embedding_cast, owner_vector_index_sync, owner_vector_indexes
+from chat.vector_indexes import MIN_MESSAGES, embedding_cast, owner_vector_index_sync, owner_vector_indexes
 from chat.writer import messages_copy, owners_history_delete
 from lab.bench.measure import stats, timed
 from lab.bench.seed import sentences
 from lab.evaluation.personas import pf_generate
 
 USERNAME_PREFIX = "vecbench-"
-SIZES = (2_000, 5_000, 10_000, 30_000)
+SIZES = (2_000, 10_000, 30_000)
 TOFU = Path(__file__).resolve().parent.parent / "evaluation" / "data" / "tofu" / "full.jsonl"
 HNSW_EF_SEARCH = (40, 100)
 
@@ -102,8 +103,25 @@ def _recall(got: list[int], ids: np.ndarray, sims: np.ndarray, k: int) -> float:
     return len(set(got) & good) / k
 
 
+def _index_used(probe: Message, setting: str) -> str:
+    """The vector index the fused query's plan scans ("" for the exact scan), as planned for `probe`."""
+    with CaptureQueriesContext(connection) as queries:
+        context_retrieve(message=probe, policy="relevant", k=5, threshold=0.2, window=0)
+    [statement] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
+    with transaction.atomic(), connection.cursor() as cursor:
+        for line in [setting] + [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]:
+            if line:
+                cursor.execute(line)
+        cursor.execute(f"EXPLAIN {statement}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    found = re.search(r"Index Scan using (\S+)", plan.split("CTE vrank")[0])
+    return found.group(1) if found else ""
+
+
 def _run(owner_id, model, queries, texts, ids, vectors, k, setting="") -> dict:
     probe = Message(id=0, owner_id=owner_id, embedding_model=model)
+    probe.embedding, probe.content = queries[0], texts[0]
+    index = _index_used(probe, setting)
     vector_ms, fused_ms, recalls = [], [], []
     for query, text in zip(queries, texts, strict=True):
         probe.embedding, probe.content = query, text
@@ -118,6 +136,7 @@ def _run(owner_id, model, queries, texts, ids, vectors, k, setting="") -> dict:
         fused_ms.append(fms)
         recalls.append(_recall([item.id for item in items], ids, vectors @ query, k))
     return {
+        "index": index,
         "vector": stats(vector_ms),
         "fused": stats(fused_ms),
         "recall_mean": float(np.mean(recalls)),
@@ -161,20 +180,31 @@ def vector_index_bench(*, sizes=SIZES, queries: int = 60, k: int = 10, seed: int
                 Message.objects.filter(owner_id=owner.pk).order_by("seq").values_list("pk", flat=True), dtype=np.int64
             )
             args = (owner.pk, embedder.model_name, query_vectors, held_out, ids, vectors, k)
+            indexed = len(texts) >= MIN_MESSAGES
             base = {"size": len(texts), "owner": owner.pk}
-            rows.append(base | {"method": "exact scan", **_run(*args)})
-            build_ms, _ = timed(lambda o=owner.pk: owner_vector_index_sync(min_messages=1, owner_ids=[o]))
+            rows.append(base | {"method": "exact scan", "kind": "exact", "product": not indexed, **_run(*args)})
+            build_ms, _ = timed(
+                lambda o=owner.pk: owner_vector_index_sync(min_messages=1, owner_ids=[o], per_relation=10**6)
+            )
             lists = owner_vector_indexes()[owner.pk]
             ivf = f"IVFFlat lists={lists} probes={IVFFLAT_PROBES} (built in {build_ms / 1000:.1f} s)"
-            rows.append(base | {"method": ivf, **_run(*args)})
+            rows.append(base | {"method": ivf, "kind": "ivfflat", "product": indexed, **_run(*args)})
             owner_vector_index_sync(min_messages=10**12, owner_ids=[owner.pk])
             name, hnsw_ms = _hnsw(owner.pk, embedder.model_name, embedder.dim)
             for ef in HNSW_EF_SEARCH:
                 method = f"HNSW m=16 ef_search={ef} (built in {hnsw_ms / 1000:.1f} s)"
-                rows.append(base | {"method": method, **_run(*args, setting=f"SET LOCAL hnsw.ef_search = {ef}")})
+                setting = f"SET LOCAL hnsw.ef_search = {ef}"
+                rows.append(base | {"method": method, "kind": "hnsw", "product": False, **_run(*args, setting=setting)})
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP INDEX {name}")
         finally:
             owners_history_delete(owner_ids=[owner.pk])
             owner.delete()
-    return {"rows": rows, "k": k, "queries": queries, "embed_s": embed_s, "model": embedder.model_name}
+    return {
+        "rows": rows,
+        "k": k,
+        "queries": queries,
+        "embed_s": embed_s,
+        "model": embedder.model_name,
+        "min_messages": MIN_MESSAGES,
+    }
