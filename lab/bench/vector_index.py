@@ -32,7 +32,13 @@ from chat.embeddings import get_embedder
 from chat.models import Message, Thread
 from chat.partitions import partition_of
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
-from chat.vector_indexes import MIN_MESSAGES, embedding_cast, owner_vector_index_sync, owner_vector_indexes
+from chat.vector_indexes import (
+    INDEX_PREFIX,
+    MIN_MESSAGES,
+    embedding_cast,
+    owner_vector_index_sync,
+    owner_vector_indexes,
+)
 from chat.writer import messages_copy, owners_history_delete
 from lab.bench.measure import stats, timed
 from lab.bench.seed import sentences
@@ -42,6 +48,7 @@ USERNAME_PREFIX = "vecbench-"
 SIZES = (2_000, 10_000, 30_000)
 TOFU = Path(__file__).resolve().parent.parent / "evaluation" / "data" / "tofu" / "full.jsonl"
 HNSW_EF_SEARCH = (40, 100)
+HNSW_PREFIX = "vecbench_hnsw_"
 
 
 def corpus(n: int, *, seed: int = 0) -> list[str]:
@@ -114,7 +121,7 @@ def _index_used(probe: Message, setting: str) -> str:
                 cursor.execute(line)
         cursor.execute(f"EXPLAIN {statement}")
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    found = re.search(r"Index Scan using (\S+)", plan.split("CTE vrank")[0])
+    found = re.search(rf"Index Scan using ((?:{INDEX_PREFIX}|{HNSW_PREFIX})\S+)", plan.split("CTE vrank")[0])
     return found.group(1) if found else ""
 
 
@@ -145,7 +152,7 @@ def _run(owner_id, model, queries, texts, ids, vectors, k, setting="") -> dict:
 
 
 def _hnsw(owner_id: int, model: str, dim: int) -> tuple[str, float]:
-    name = f"vecbench_hnsw_{owner_id}"
+    name = f"{HNSW_PREFIX}{owner_id}"
     table = partition_of(table=Message._meta.db_table, owner_id=owner_id)
     with connection.cursor() as cursor:
         ms, _ = timed(
