@@ -6,7 +6,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
-from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 from django.db.models.functions import Coalesce
 
@@ -14,7 +13,7 @@ from chat.embeddings import embed_one
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
 from chat.retrieval import hybrid_retrieve
-from chat.vector_indexes import VECTOR_INDEX_PLANNING, VECTOR_INDEX_PLANNING_END, embedding_cast
+from chat.vector_indexes import embedding_cast, vector_query_cursor
 from dellm_site.errors import NotFound, ValidationFailed
 
 _MESSAGES = Message._meta.db_table
@@ -126,13 +125,9 @@ def context_retrieve(
     else:
         sql = _RECENT_SQL
         params |= {"before": message.seq, "limit": window if policy == "window" else None}
-    # SET LOCAL needs a transaction; it lasts until the outermost one ends.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}")
-        cursor.execute(VECTOR_INDEX_PLANNING)
+    with vector_query_cursor(probes=IVFFLAT_PROBES) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-        cursor.execute(VECTOR_INDEX_PLANNING_END)
     signal = "vector" if policy == "vector" else ""
     items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4]), signal=signal) for r in rows]
     if policy != "vector":

@@ -42,9 +42,11 @@ and the centroids are means of them, purged ones included.
 import hashlib
 import math
 import re
-from typing import NamedTuple
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
-from django.db import connection
+from django.db import connection, transaction
 from psycopg import sql
 
 from chat.models import Message
@@ -53,18 +55,16 @@ from chat.partitions import partition_of
 INDEX_PREFIX = "message_ivf_owner_"
 MIN_MESSAGES = 2_000
 MAX_PER_RELATION = 100
-# Set (LOCAL) before a retrieval query, so that an owner's index is used
-# whenever it exists. The planner cannot see how many of an owner's rows pass
-# the query's filters: `tool_calls` has no statistics (it holds the model's
-# words; chat migration 0002), so `tool_calls IS NULL` is guessed at 0.5% of
-# rows, fewer than the query's LIMIT, and then an IVFFlat scan looks as dear as
-# reading the whole index: a 5,000-message owner's exact scan (12 ms) won over
-# its index (0.9 ms). Every plan of a retrieval query sorts (the exact top-N,
-# the ranks, the fusion), so with sorts priced out only the ordered index scan
-# changes the choice; an owner without an index keeps the exact plan. Reset
-# right after, as an enclosing transaction's later queries must not inherit it.
+# A retrieval query runs with sorts priced out, so that an owner's index is
+# used whenever it exists. The planner cannot see how many of an owner's rows
+# pass the query's filters: `tool_calls` has no statistics (it holds the
+# model's words; chat migration 0002), so `tool_calls IS NULL` is guessed at
+# 0.5% of rows, fewer than the query's LIMIT, and then an IVFFlat scan looks as
+# dear as reading the whole index: a 5,000-message owner's exact scan (12 ms)
+# won over its index (0.9 ms). Every plan of a retrieval query sorts (the exact
+# top-N, the ranks, the fusion), so with sorts priced out only the ordered
+# index scan changes the choice; an owner without an index keeps the exact plan.
 VECTOR_INDEX_PLANNING = "SET LOCAL enable_sort = off"
-VECTOR_INDEX_PLANNING_END = "RESET enable_sort"
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
 _DIM = re.compile(r"::vector\((\d+)\)")
 # The model in the predicate, as PostgreSQL prints it back: '...'::text, quotes doubled.
@@ -76,6 +76,22 @@ class VectorIndex(NamedTuple):
     model: str
     dim: int
     lists: int
+
+
+@contextmanager
+def vector_query_cursor(*, probes: int) -> Iterator[Any]:
+    """A cursor for one retrieval query: `probes` IVFFlat lists, sorts priced out (VECTOR_INDEX_PLANNING).
+
+    SET LOCAL needs a transaction and lasts until the outermost one ends: in
+    an enclosing transaction the settings are reset after the query, so its
+    later queries do not inherit them (a failed query's savepoint undoes them).
+    """
+    nested = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}; {VECTOR_INDEX_PLANNING}")
+        yield cursor
+        if nested:
+            cursor.execute("RESET ivfflat.probes; RESET enable_sort")
 
 
 def index_name(owner_id: int, model: str, dim: int) -> str:

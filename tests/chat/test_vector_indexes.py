@@ -119,11 +119,10 @@ def _retrieve_plan(question: Message, policy: str) -> tuple[list[int], str]:
     with CaptureQueriesContext(connection) as queries:
         items = context_retrieve(message=question, policy=policy, k=5, threshold=0.2, window=0)
     [statement] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
-    settings_ = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]
-    assert settings_ == [f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}", VECTOR_INDEX_PLANNING]
+    [setting] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]
+    assert setting == f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}; {VECTOR_INDEX_PLANNING}"
     with transaction.atomic(), connection.cursor() as cursor:
-        for setting in settings_:
-            cursor.execute(setting)
+        cursor.execute(setting)
         cursor.execute(f"EXPLAIN {statement}")
         return [item.id for item in items], "\n".join(row[0] for row in cursor.fetchall())
 
@@ -142,6 +141,22 @@ def test_a_mid_size_owner_gets_an_index_and_retrieval_uses_it_with_the_exact_top
         assert f"Index Scan using {name}" in plan
         assert indexed == ids
         assert len(ids) == 5
+
+
+def test_retrieval_settings_do_not_outlive_the_query_in_an_enclosing_transaction(owner, thread):
+    make_message(thread, embedding=unit_vector(1))
+
+    def shown() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('enable_sort'), current_setting('ivfflat.probes', true)")
+            return list(cursor.fetchone())
+
+    before = shown()
+    with transaction.atomic():
+        for policy in ("relevant", "vector", "window"):
+            context_retrieve(message=_question(owner, topic=1), policy=policy, k=5, threshold=0.2, window=3)
+            assert shown() == before
+    assert before[0] == "on"
 
 
 def test_sync_rebuilds_a_grown_index_and_drops_one_below_half_the_threshold(owner, thread):
