@@ -50,7 +50,7 @@ from django.db import connection, transaction
 from psycopg import sql
 
 from chat.models import Message
-from chat.partitions import partition_of
+from chat.partitions import is_partitioned, partition_of
 
 INDEX_PREFIX = "message_ivf_owner_"
 MIN_MESSAGES = 2_000
@@ -185,9 +185,11 @@ def _wanted(counts: dict[Key, int], existing: set[Key], *, min_messages: int, pe
         for key, count in counts.items()
         if count >= min_messages or (key in existing and count >= min_messages // 2)
     ]
+    table = Message._meta.db_table
+    partitioned = is_partitioned(table)
     ranked: dict[str, list[Key]] = {}
     for _, key in sorted(eligible, key=lambda pair: (-pair[0], pair[1])):
-        relation = partition_of(table=Message._meta.db_table, owner_id=key[0])
+        relation = partition_of(table=table, owner_id=key[0]) if partitioned else table
         ranked.setdefault(relation, []).append(key)
     return {key for keys in ranked.values() for key in keys[:per_relation]}
 

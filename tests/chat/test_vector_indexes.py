@@ -246,3 +246,22 @@ def test_on_a_partitioned_table_the_index_is_built_on_the_owners_partition(parti
 
     assert owner_vector_index_sync(min_messages=100) == {"created": [], "rebuilt": [], "dropped": [owner.pk]}
     assert vector_indexes() == []
+
+
+def test_on_a_partitioned_table_the_cap_is_per_partition(partitioned_messages):
+    by_partition: dict[str, list] = {}
+    number = 0
+    while len(by_partition) < 2 or max(len(users) for users in by_partition.values()) < 2:
+        number += 1
+        user = make_user(f"user{number}")
+        by_partition.setdefault(partition_of(table=partitioned_messages, owner_id=user.pk), []).append(user)
+    shared = next(users for users in by_partition.values() if len(users) >= 2)
+    alone = next(users for users in by_partition.values() if users is not shared)
+    small, big, other = shared[0], shared[1], alone[0]
+    for user, count in ((small, 4), (big, 6), (other, 4)):
+        for seed in range(count):
+            make_message(make_thread(user, "t"), embedding=unit_vector(seed))
+
+    # One index per partition: the larger history of the shared one, and the other partition's own.
+    done = owner_vector_index_sync(min_messages=4, per_relation=1)
+    assert done == {"created": sorted([big.pk, other.pk]), "rebuilt": [], "dropped": []}
