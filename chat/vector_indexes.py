@@ -53,7 +53,12 @@ from chat.models import Message
 from chat.partitions import is_partitioned, partition_of
 
 INDEX_PREFIX = "message_ivf_owner_"
+# From here an index pays: an exact scan of 2,000 vectors takes about 0.5 ms,
+# 10,000 about 4 ms; 20 probes of the index find 0.98-0.99 of the exact top-10
+# on WordLlama vectors (docs/RETRIEVAL.md, `make bench`'s vector_index part).
 MIN_MESSAGES = 2_000
+# Indexes on one table or partition, at most: each adds planning time to every
+# query on it (the fused retrieval plans in 0.83 ms with 100, 44 ms with 1,000).
 MAX_PER_RELATION = 100
 # A retrieval query runs with sorts priced out, so that an owner's index is
 # used whenever it exists. The planner cannot see how many of an owner's rows
