@@ -102,6 +102,26 @@ def test_turn_rebuilds_context_when_a_deletion_lands_during_generation(owner, th
     assert taint_violations(owner_id=owner.pk) == []
 
 
+def test_a_run_that_finds_its_turn_committed_by_another_run_drops_its_reply(owner, thread, monkeypatch, caplog):
+    turn = services.turn_create(thread=thread, content="I live in Paris.", enqueue=False)
+    real_complete = OfflineResponder.complete
+    runs = []
+
+    def complete_while_redelivered(self, *, context, user_message):
+        runs.append(len(runs))
+        if len(runs) == 1:
+            # The task redelivered meanwhile: a second run commits first.
+            assert services.turn_run(turn_id=turn.pk).status == Turn.Status.DONE
+        return real_complete(self, context=context, user_message=user_message)
+
+    monkeypatch.setattr(OfflineResponder, "complete", complete_while_redelivered)
+    with caplog.at_level("INFO", logger="chat.services"):
+        done = services.turn_run(turn_id=turn.pk)
+    assert done.status == Turn.Status.DONE
+    assert Message.objects.filter(owner=owner, role="assistant").count() == 1
+    assert f"turn {turn.pk}: finished by another run; this reply is dropped" in caplog.messages
+
+
 @pytest.mark.django_db(transaction=True)
 def test_turn_fails_cleanly_when_its_own_message_is_deleted(owner, thread):
     turn = services.turn_create(thread=thread, content="I live in Oslo.", enqueue=False)
