@@ -132,8 +132,12 @@ def message_embed(*, message_id: int) -> Message | None:
     vector = embed_one(message.content)
     if vector is None:
         return message
-    message_embedding_set(message_id=message_id, embedding=vector)
-    message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
+    if message_embedding_set(message_id=message_id, embedding=vector):
+        # Stored as computed, on a message still live: nothing to read back.
+        message.embedding, message.embedding_model = vector, settings.DELLM_EMBEDDING_MODEL
+    else:
+        # Removed, or embedded by another run, meanwhile: what is stored now decides.
+        message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
     return message
 
 
