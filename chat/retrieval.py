@@ -30,11 +30,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
 from chat.llm import ContextItem
 from chat.models import Message
-from chat.vector_indexes import embedding_cast
+from chat.vector_indexes import embedding_cast, vector_query_cursor
 
 LIVE = [str(s) for s in Message.LIVE]
 # A system prompt is an input of the replies it shaped, never a memory: no query here returns one.
@@ -312,8 +312,7 @@ def hybrid_retrieve(
     }
     sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
     sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}")
+    with vector_query_cursor(probes=probes) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     items = []

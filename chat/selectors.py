@@ -6,7 +6,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery
-from django.db import connection, transaction
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 from django.db.models.functions import Coalesce
 
@@ -14,13 +13,13 @@ from chat.embeddings import embed_one
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
 from chat.retrieval import hybrid_retrieve
-from chat.vector_indexes import embedding_cast
+from chat.vector_indexes import embedding_cast, vector_query_cursor
 from dellm_site.errors import NotFound, ValidationFailed
 
 _MESSAGES = Message._meta.db_table
 
 # Exact per-owner search, unless the owner has a partial IVFFlat index
-# (chat/vector_indexes.py: heavy histories only). The candidates step orders
+# (chat/vector_indexes.py: from MIN_MESSAGES messages on). The candidates step orders
 # by distance alone so that the planner can use that index; without one it is
 # the same exact top-N sort as before. The top-k is then re-ranked exactly
 # (distance, then newest first) and materialized before the threshold is
@@ -47,9 +46,10 @@ SELECT id, seq, role, content, score FROM topk WHERE score >= %(threshold)s ORDE
 # Candidates re-ranked per query: ties at the k-th distance are broken by
 # recency among these, and an IVFFlat scan yields them from its probed lists.
 RELEVANT_CANDIDATES = 40
-# IVFFlat lists probed per query (an index has about sqrt(rows) lists); 10 of
-# ~316 at 100k messages measured recall@5 = 1.0 at p95 < 10 ms (`make bench`).
-IVFFLAT_PROBES = 10
+# IVFFlat lists probed per query (an index has about sqrt(rows) lists). On
+# WordLlama vectors of a realistic corpus (docs/RETRIEVAL.md), 10 found 0.96-0.97
+# of the exact top-10 at 2k-30k messages, 20 found 0.984-0.990, in about 0.7 ms at 10k.
+IVFFLAT_PROBES = 20
 
 # `window` and `full` take earlier messages by position; the score is still
 # recorded on the edge so the graph can show how related each one was (0 for
@@ -125,9 +125,7 @@ def context_retrieve(
     else:
         sql = _RECENT_SQL
         params |= {"before": message.seq, "limit": window if policy == "window" else None}
-    # SET LOCAL needs a transaction; it lasts until the outermost one ends.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}")
+    with vector_query_cursor(probes=IVFFLAT_PROBES) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     signal = "vector" if policy == "vector" else ""

@@ -132,8 +132,12 @@ def message_embed(*, message_id: int) -> Message | None:
     vector = embed_one(message.content)
     if vector is None:
         return message
-    message_embedding_set(message_id=message_id, embedding=vector)
-    message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
+    if message_embedding_set(message_id=message_id, embedding=vector):
+        # Stored as computed, on a message still live: nothing to read back.
+        message.embedding, message.embedding_model = vector, settings.DELLM_EMBEDDING_MODEL
+    else:
+        # Removed, or embedded by another run, meanwhile: what is stored now decides.
+        message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
     return message
 
 
@@ -179,15 +183,16 @@ def _reply_commit(
     user_message = turn.user_message
     with transaction.atomic():
         owner_lock(turn.owner_id)
-        # A turn closed meanwhile (a regeneration cancelled or undone, or the
-        # same turn committed by another worker) commits nothing.
-        if not Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING).exists():
+        # Another run of this turn (a redelivered task, the stuck-turn sweep)
+        # may have committed first; the owner's lock orders the two. A turn
+        # closed otherwise meanwhile (a regeneration cancelled or undone)
+        # commits nothing either. One read tells which.
+        status = Turn.objects.filter(pk=turn.pk).values_list("status", flat=True).first()
+        if status == Turn.Status.DONE:
+            raise _AlreadyFinished
+        if status != Turn.Status.RUNNING:
             raise _TurnClosed
         system_id = turn.system_message_id
-        # Another run of this turn (a redelivered task, the stuck-turn sweep)
-        # may have committed first; the owner's lock orders the two.
-        if not Turn.objects.filter(pk=turn.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).exists():
-            raise _AlreadyFinished
         try:
             reply = message_store(
                 owner_id=turn.owner_id,

@@ -259,6 +259,9 @@ def retrieval_bench(
 def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
     """A turn minus the LLM call: `turn_run` with the offline responder, less the responder's own time."""
     owners = [owner for owner, size in users if 5_000 <= size <= 20_000][:20] or [users[-1][0]]
+    # The per-owner vector indexes the hourly sync would have built for them (none for random vectors'
+    # model: the turns' questions are embedded by the configured one).
+    owner_vector_index_sync(owner_ids=owners)
     texts = sentences(turns * 2, rng)[::2]
     store, total, responder_ms, overhead, embed, retrieve = [], [], [], [], [], []
     responder = get_responder()

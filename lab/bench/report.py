@@ -22,6 +22,9 @@ TARGETS = {
     "dependents_1k_10k": 100.0,
     "dependents_10k": 600.0,
     "confirm_1k": 500.0,
+    # Issue 23: the fused retrieval of a 10,000-message user (it was 23 ms p50, 28 ms p95 by exact scan).
+    "retrieval_10k": 10.0,
+    "index_recall": 0.98,
 }
 
 
@@ -76,7 +79,8 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
     retrieval = results.get("retrieval")
     if retrieval:
         vector_rows = [r for r in retrieval["rows"] if r["recall_min"] is not None]
-        small = [r for r in vector_rows if r["messages"] <= 10_500]
+        # The exact scan's promise; an index's recall is measured on real vectors (the vector_index part).
+        small = [r for r in vector_rows if r["messages"] <= 10_500 and r["method"].startswith("exact")]
         recall = min((r["recall_min"] for r in small), default=None)
         out.append(
             ("Retrieval recall@5 = 1.0 up to 10k messages", f"min {recall}", None if recall is None else recall >= 1.0)
@@ -100,6 +104,7 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
                     best["db"]["p95"] <= TARGETS["retrieval_100k"] and best["recall_mean"] >= 0.98,
                 )
             )
+    out += _vector_index_targets(results.get("vector_index"))
     turn = results.get("turn")
     if turn:
         p95 = turn["overhead"]["p95"]
@@ -196,6 +201,70 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
         )
     out += _load_targets(results)
     return out
+
+
+def _vector_index_targets(part: dict | None) -> list[tuple[str, str, bool | None]]:
+    if not part or not part["rows"]:
+        return []
+    product = [r for r in part["rows"] if r["product"]]
+    row = min(product, key=lambda r: abs(r["size"] - 10_000))
+    indexed = [r for r in product if r["kind"] != "exact"]
+    recall = min((r["recall_mean"] for r in indexed), default=None)
+    sizes = ", ".join(f"{r['size']:,}" for r in indexed)
+    return [
+        (
+            "10,000-message user, fused (vector + full text, WordLlama vectors): p95 <= 10 ms",
+            f"{_ms(row['fused']['p95'])} ms ({row['size']:,} messages, {row['method'].split(' (')[0]})",
+            row["fused"]["p95"] <= TARGETS["retrieval_10k"],
+        ),
+        (
+            f"Per-owner index recall@{part['k']} >= 0.98 on WordLlama vectors",
+            "–" if recall is None else f"{recall:.3f} (mean over queries; sizes {sizes})",
+            None if recall is None else recall >= TARGETS["index_recall"],
+        ),
+    ]
+
+
+def _vector_index_section(part: dict) -> list[str]:
+    lines = [
+        [
+            f"{r['size']:,}",
+            r["method"] + (" **(the product's)**" if r["product"] else ""),
+            r["index"] or "exact (no index)",
+            str(r["vector"]["n"]),
+            _ms(r["vector"]["p50"]),
+            _ms(r["vector"]["p95"]),
+            f"{r['recall_mean']:.3f}",
+            f"{r['recall_min']:.2f}",
+            _ms(r["fused"]["p50"]),
+            _ms(r["fused"]["p95"]),
+        ]
+        for r in part["rows"]
+    ]
+    return [
+        "## Per-owner vector indexes on real vectors (issue 23)",
+        _table(
+            [
+                "messages",
+                "method",
+                "plan scans",
+                "n",
+                f"top-{part['k']} p50",
+                f"top-{part['k']} p95",
+                f"recall@{part['k']}",
+                "min recall",
+                "fused p50",
+                "fused p95",
+            ],
+            lines,
+        ),
+        f"A throwaway user per size holds a realistic corpus (TOFU's questions, answers and their sentences, PF "
+        f"personas' statements and requests, then the seeder's sentences) embedded by {part['model']} in "
+        f"{part['embed_s']:.1f} s; {part['queries']} held-out texts of the same pool are the queries. Top-{part['k']}: "
+        f"`context_retrieve` with the vector policy (threshold off), recall against a NumPy brute force. Fused: the "
+        f"default policy at the default thresholds. Owners from {part['min_messages']:,} messages get the IVFFlat "
+        "index (`chat.vector_indexes.MIN_MESSAGES`); the HNSW rows are for comparison only (docs/RETRIEVAL.md).",
+    ]
 
 
 def _load_targets(results: dict) -> list[tuple[str, str, bool | None]]:
@@ -813,6 +882,7 @@ def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
     sections += _thread_page_section(results["thread_page"]) if "thread_page" in results else []
     sections += _redaction_section(results["redaction"]) if "redaction" in results else []
     sections += _import_memory_section(results["import_memory"]) if "import_memory" in results else []
+    sections += _vector_index_section(results["vector_index"]) if "vector_index" in results else []
     report.write_text("\n\n".join(header + sections) + "\n", encoding="utf-8")
     section = out / "README_SECTION.md"
     section.write_text(

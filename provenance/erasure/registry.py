@@ -324,9 +324,11 @@ INDEXES = (
     ),
     Place(
         f"{INDEX_PREFIX}*",
-        "per-owner IVFFlat centroids: means of that owner's vectors when it was built (chat/vector_indexes.py)",
+        "per-owner IVFFlat indexes, on the owner's partition when the table is partitioned (chat/vector_indexes.py): "
+        "a copy of each vector in its list (the vacuum drops a purged one's entry; its bytes stay in the page) and "
+        "the centroids, means of that owner's vectors when it was built",
         Way.OWNER_REINDEX,
-        "the index of every owner who purged since the last scrub is rebuilt (new centroids from live vectors)",
+        "the index of every owner who purged since the last scrub is rebuilt (lists and centroids from live vectors)",
         SCRUB_BOUND,
         f"{_T}test_scrub_rebuilds_the_vector_index_of_an_owner_who_purged",
     ),

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from chat import services
@@ -5,7 +6,7 @@ from chat.llm import ContextItem, OfflineResponder
 from chat.models import Message, Turn
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
-from tests.factories import make_thread
+from tests.factories import make_message, make_thread
 
 
 def chat(thread, text: str) -> Turn:
@@ -100,6 +101,50 @@ def test_turn_rebuilds_context_when_a_deletion_lands_during_generation(owner, th
     assert turn.status == Turn.Status.DONE
     assert "Miso" not in turn.reply.content
     assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_message_embed_stores_the_vector_without_reading_it_back(thread, django_assert_num_queries):
+    message = make_message(thread, "I live in Paris.")
+    with django_assert_num_queries(2):
+        embedded = services.message_embed(message_id=message.pk)
+    stored = Message.objects.get(pk=message.pk)
+    # The same float32 values as stored (the database keeps single precision).
+    assert np.array_equal(np.asarray(embedded.embedding, dtype=np.float32), np.asarray(stored.embedding, np.float32))
+    assert embedded.embedding_model == stored.embedding_model != ""
+
+
+def test_message_embed_reads_back_a_message_removed_while_it_was_embedded(thread, monkeypatch):
+    message = make_message(thread, "I live in Paris.")
+    real_embed_one = services.embed_one
+
+    def embed_while_removed(text):
+        Message.objects.filter(pk=message.pk).update(status=Message.Status.DELETED)
+        return real_embed_one(text)
+
+    monkeypatch.setattr(services, "embed_one", embed_while_removed)
+    embedded = services.message_embed(message_id=message.pk)
+    assert not embedded.is_live
+    assert embedded.embedding is None
+
+
+def test_a_run_that_finds_its_turn_committed_by_another_run_drops_its_reply(owner, thread, monkeypatch, caplog):
+    turn = services.turn_create(thread=thread, content="I live in Paris.", enqueue=False)
+    real_complete = OfflineResponder.complete
+    runs = []
+
+    def complete_while_redelivered(self, *, context, user_message):
+        runs.append(len(runs))
+        if len(runs) == 1:
+            # The task redelivered meanwhile: a second run commits first.
+            assert services.turn_run(turn_id=turn.pk).status == Turn.Status.DONE
+        return real_complete(self, context=context, user_message=user_message)
+
+    monkeypatch.setattr(OfflineResponder, "complete", complete_while_redelivered)
+    with caplog.at_level("INFO", logger="chat.services"):
+        done = services.turn_run(turn_id=turn.pk)
+    assert done.status == Turn.Status.DONE
+    assert Message.objects.filter(owner=owner, role="assistant").count() == 1
+    assert f"turn {turn.pk}: finished by another run; this reply is dropped" in caplog.messages
 
 
 @pytest.mark.django_db(transaction=True)

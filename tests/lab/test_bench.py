@@ -105,3 +105,27 @@ def test_bench_refuses_the_graph_part_up_front_without_chromium(db, settings, tm
         call_command("dellm_bench", parts="dep,graph", out=str(tmp_path), stdout=StringIO())
 
     assert not (tmp_path / "REPORT.md").exists()
+
+
+def test_smoke_vector_index_part_compares_exact_ivfflat_and_hnsw_on_real_vectors(transactional_db, tmp_path):
+    call_command(
+        "dellm_bench", parts="vector_index", vector_index_sizes="300", queries=3, out=str(tmp_path), stdout=StringIO()
+    )
+
+    part = json.loads((tmp_path / "results.json").read_text())["results"]["vector_index"]
+    assert [(row["kind"], row["product"]) for row in part["rows"]] == [
+        ("exact", True),
+        ("ivfflat", False),
+        ("hnsw", False),
+        ("hnsw", False),
+    ]
+    # Each row's plan scans what it says: the owner's IVFFlat index, the bench's HNSW one, or none.
+    assert [row["index"].split("_")[1] if row["index"] else "" for row in part["rows"]] == ["", "ivf", "hnsw", "hnsw"]
+    assert part["rows"][0]["recall_min"] == 1.0
+    assert "## Per-owner vector indexes on real vectors" in (tmp_path / "REPORT.md").read_text()
+    # The throwaway user is gone, and so are its indexes.
+    assert not get_user_model().objects.filter(username__startswith="vecbench-").exists()
+    assert part["rows"][0]["owner"] not in owner_vector_indexes()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'vecbench%%'")
+        assert cursor.fetchone()[0] == 0

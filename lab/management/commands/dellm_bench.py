@@ -29,6 +29,7 @@ from lab.bench.measure import (
 from lab.bench.redaction import redaction_bench
 from lab.bench.report import report_write
 from lab.bench.thread_page import thread_page_bench
+from lab.bench.vector_index import vector_index_bench
 
 PARTS = (
     "dep",
@@ -44,6 +45,7 @@ PARTS = (
     "thread_page",
     "redaction",
     "import_memory",
+    "vector_index",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -56,6 +58,7 @@ SELF_CONTAINED = {
     "thread_page",
     "redaction",
     "import_memory",
+    "vector_index",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -129,6 +132,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
+        )
+        parser.add_argument(
+            "--vector-index-sizes",
+            default="2000,10000,30000",
+            help="vector_index: history sizes (WordLlama vectors of a realistic corpus) searched exactly and by index.",
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
@@ -241,6 +249,9 @@ class Command(BaseCommand):
                 refused_megabytes=options["import_memory_refused_mb"],
                 conversations=options["import_memory_conversations"],
             )
+        if part == "vector_index":
+            sizes = tuple(int(size) for size in options["vector_index_sizes"].split(",") if size.strip())
+            return vector_index_bench(sizes=sizes, queries=options["queries"], seed=options["seed"])
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
