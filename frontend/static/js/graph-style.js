@@ -6,9 +6,15 @@ import dagre from "cytoscape-dagre";
 cytoscape.use(dagre);
 
 // Past this many nodes the graph switches to its fast path: the timeline
-// layout below instead of dagre, straight haystack edges, short labels, and
-// no edges while panning. Measured in tests/browser/test_graph_bench.py.
+// layout (graph/timeline.js) instead of dagre, straight haystack edges, short
+// labels drawn only on the nodes in view once zoomed in (graph/view.js adds
+// `labelled`), and no edges while panning. Measured in
+// tests/browser/test_graph_bench.py and `make bench` (lab/bench/live.py).
 export const BIG_GRAPH = 400;
+
+// Zoomed out past this, a big graph's labels would be too small to read
+// (11 px under `min-zoomed-font-size` 9): none is laid out at all.
+export const LABEL_ZOOM = 9 / 11;
 
 const COLORS = {
   user: "#4f46e5",
@@ -34,7 +40,8 @@ export function stylesheet({ big }) {
         width: 30,
         height: 30,
         "background-color": COLORS.assistant,
-        label: big ? "data(short)" : "data(caption)",
+        // Every label is measured when its node is added: a big graph labels only what is in view.
+        label: big ? "" : "data(caption)",
         "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
         "font-size": 11,
         color: "#1f2937",
@@ -51,6 +58,7 @@ export function stylesheet({ big }) {
         "border-color": "#ffffff",
       },
     },
+    { selector: "node.labelled", style: { label: "data(short)" } },
     { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
     // A client's system prompt: an input of every reply it shaped, never a memory.
@@ -77,7 +85,8 @@ export function stylesheet({ big }) {
     {
       selector: "edge",
       style: {
-        width: "mapData(score, 0, 1, 0.6, 5)",
+        // graph/elements.js maps the score to a width once: no mapData per edge and style pass.
+        width: "data(width)",
         "line-color": COLORS.edge,
         opacity: 0.55,
         "curve-style": big ? "haystack" : "bezier",
@@ -106,8 +115,10 @@ export function stylesheet({ big }) {
   ];
 }
 
-// dagre for readable graphs; `longest-path` ranks without the slower
-// network-simplex pass and still keeps every edge pointing right.
+// The focused neighbourhood's dagre layout, on the page (a few dozen nodes);
+// the whole graph's is computed in graph/layout-worker.js with the same
+// options. `longest-path` ranks without the slower network-simplex pass and
+// still keeps every edge pointing right.
 export function dagreLayout(eles, { fit = true } = {}) {
   return eles.layout({
     name: "dagre",
@@ -122,42 +133,6 @@ export function dagreLayout(eles, { fit = true } = {}) {
     animate: false,
     sort: (a, b) => a.data("seq") - b.data("seq"),
   });
-}
-
-// The fast path for big graphs, linear in nodes + edges: a node's column is
-// its longest path from a source (a user message sits just before the first
-// reply that used it), and within a column messages stack in seq order.
-export function timelinePositions(nodes, edges) {
-  const bySeq = [...nodes].sort((a, b) => a.seq - b.seq);
-  const preds = new Map(bySeq.map((node) => [node.id, []]));
-  const succs = new Map(bySeq.map((node) => [node.id, []]));
-  for (const edge of edges) {
-    if (!preds.has(edge.target) || !succs.has(edge.source)) continue;
-    preds.get(edge.target).push(edge.source);
-    succs.get(edge.source).push(edge.target);
-  }
-  const column = new Map();
-  for (const node of bySeq) {
-    let value = 0;
-    for (const source of preds.get(node.id)) value = Math.max(value, column.get(source) + 1);
-    column.set(node.id, value);
-  }
-  for (let index = bySeq.length - 1; index >= 0; index -= 1) {
-    const node = bySeq[index];
-    const next = succs.get(node.id);
-    if (!preds.get(node.id).length && next.length) {
-      column.set(node.id, Math.max(0, Math.min(...next.map((target) => column.get(target))) - 1));
-    }
-  }
-  const rows = new Map();
-  const positions = new Map();
-  for (const node of bySeq) {
-    const x = column.get(node.id);
-    const y = rows.get(x) || 0;
-    rows.set(x, y + 1);
-    positions.set(node.id, { x: x * 90, y: y * 44 });
-  }
-  return positions;
 }
 
 export { cytoscape };
