@@ -32,7 +32,31 @@ const COLORS = {
   note: "#be185d",
 };
 
+// How labels are drawn under the nodes. A big graph sets them only on the
+// nodes in view when zoomed in (`labelled`): every property of a matching rule
+// is applied to each element and every label measured, so the thousands of
+// nodes out of reading size carry none of them.
+function labels({ big }) {
+  return {
+    label: big ? "data(short)" : "data(caption)",
+    "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+    "font-size": 11,
+    color: "#1f2937",
+    "text-valign": "bottom",
+    "text-margin-y": 4,
+    // Ellipsis needs each label measured: only affordable on small graphs.
+    "text-wrap": big ? "none" : "ellipsis",
+    "text-max-width": 130,
+    "text-background-color": "#ffffff",
+    "text-background-opacity": big ? 0 : 0.8,
+    "text-background-padding": 1,
+    "min-zoomed-font-size": big ? 9 : 5,
+  };
+}
+
 export function stylesheet({ big }) {
+  // A big graph's edges are straight haystack lines without arrowheads (time flows left to right).
+  const arrow = (color) => (big ? {} : { "target-arrow-color": color });
   return [
     {
       selector: "node",
@@ -40,25 +64,12 @@ export function stylesheet({ big }) {
         width: 30,
         height: 30,
         "background-color": COLORS.assistant,
-        // Every label is measured when its node is added: a big graph labels only what is in view.
-        label: big ? "" : "data(caption)",
-        "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
-        "font-size": 11,
-        color: "#1f2937",
-        "text-valign": "bottom",
-        "text-margin-y": 4,
-        // Ellipsis needs each label measured: only affordable on small graphs.
-        "text-wrap": big ? "none" : "ellipsis",
-        "text-max-width": 130,
-        "text-background-color": "#ffffff",
-        "text-background-opacity": big ? 0 : 0.8,
-        "text-background-padding": 1,
-        "min-zoomed-font-size": big ? 9 : 5,
+        ...(big ? {} : labels({ big })),
         "border-width": 0,
         "border-color": "#ffffff",
       },
     },
-    { selector: "node.labelled", style: { label: "data(short)" } },
+    ...(big ? [{ selector: "node.labelled", style: labels({ big }) }] : []),
     { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
     // A client's system prompt: an input of every reply it shaped, never a memory.
@@ -90,21 +101,20 @@ export function stylesheet({ big }) {
         "line-color": COLORS.edge,
         opacity: 0.55,
         "curve-style": big ? "haystack" : "bezier",
-        "target-arrow-shape": big ? "none" : "triangle",
-        "target-arrow-color": COLORS.edge,
-        "arrow-scale": 0.7,
+        ...(big ? {} : { "target-arrow-shape": "triangle", "arrow-scale": 0.7 }),
+        ...arrow(COLORS.edge),
       },
     },
     // An agent's note derives from this memory because the agent said so (MCP `remember`), not by retrieval.
-    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, "target-arrow-color": COLORS.note } },
-    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
+    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, ...arrow(COLORS.note) } },
+    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", ...arrow("#64748b"), opacity: 0.8 } },
     // call -> result -> the reply that used it.
-    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, "target-arrow-color": COLORS.toolCall, "line-style": "dashed", opacity: 0.9 } },
+    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, ...arrow(COLORS.toolCall), "line-style": "dashed", opacity: 0.9 } },
     { selector: ".faded", style: { opacity: 0.12 } },
     { selector: "edge.faded", style: { opacity: 0.06 } },
     { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },
     { selector: "node.dep-root", style: { "background-color": COLORS.dangerDark, "border-width": 4, "border-color": COLORS.danger, "border-style": "solid" } },
-    { selector: "edge.dep", style: { "line-color": COLORS.danger, "target-arrow-color": COLORS.danger, opacity: 0.9 } },
+    { selector: "edge.dep", style: { "line-color": COLORS.danger, ...arrow(COLORS.danger), opacity: 0.9 } },
     { selector: "node.match", style: { "border-width": 3, "border-color": COLORS.focus, "border-style": "solid" } },
     {
       selector: "node:selected",

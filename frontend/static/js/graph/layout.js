@@ -52,3 +52,6 @@ export function layoutPositions({ nodes, edges }, { big }) {
     layoutWorker().postMessage(job, [job.ids.buffer, job.seqs.buffer, job.sources.buffer, job.targets.buffer]);
   }).then(({ xs, ys }) => new Map(nodes.map((node, index) => [node.data.id, { x: xs[index], y: ys[index] }])));
 }
+
+// Started with the page, so that it is up by the time the graph has arrived.
+layoutWorker();

@@ -7,6 +7,9 @@ import { toElements } from "./elements.js";
 import { layoutPositions } from "./layout.js";
 
 const PAD = 40;
+const MIN_ZOOM = 0.05;
+const MAX_ZOOM = 3;
+const NODE = 30; // graph-style.js
 
 // Draws `graph` (an /api/graph/ answer) once the worker has laid it out; the
 // graph drawn before stays on screen meanwhile. False when a newer load
@@ -28,9 +31,11 @@ export async function render(x, graph, { keepView, generation }) {
     container: x.dom.canvas,
     elements: [...nodes, ...edges],
     style: stylesheet({ big }),
-    layout: { name: "preset", fit: !view, padding: PAD },
-    minZoom: 0.05,
-    maxZoom: 3,
+    // A big graph is fitted from its positions: Cytoscape's fit would measure every element's box first.
+    layout: { name: "preset", fit: !view && !big, padding: PAD },
+    ...(big && !view ? fitted(x, nodes) : {}),
+    minZoom: MIN_ZOOM,
+    maxZoom: MAX_ZOOM,
     boxSelectionEnabled: false,
     autoungrabify: big,
     hideEdgesOnViewport: big,
@@ -65,6 +70,21 @@ export async function render(x, graph, { keepView, generation }) {
     x.dom.notice.hidden = true;
   }
   return true;
+}
+
+// The zoom and pan that fit the nodes (positioned, NODE wide) in the canvas.
+function fitted(x, nodes) {
+  let [x1, y1, x2, y2] = [Infinity, Infinity, -Infinity, -Infinity];
+  for (const { position } of nodes) {
+    x1 = Math.min(x1, position.x);
+    y1 = Math.min(y1, position.y);
+    x2 = Math.max(x2, position.x);
+    y2 = Math.max(y2, position.y);
+  }
+  const { clientWidth: width, clientHeight: height } = x.dom.canvas;
+  const scale = Math.min((width - 2 * PAD) / (x2 - x1 + NODE), (height - 2 * PAD) / (y2 - y1 + NODE));
+  const zoom = Math.max(MIN_ZOOM, Math.min(MAX_ZOOM, scale));
+  return { zoom, pan: { x: (width - zoom * (x1 + x2)) / 2, y: (height - zoom * (y1 + y2)) / 2 } };
 }
 
 // A big graph labels the nodes in view once zoomed in enough to read them,
