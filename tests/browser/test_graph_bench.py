@@ -66,6 +66,8 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     assert timings["nodes"] == MESSAGES
     assert timings["edges"] == edge_count
     assert timings["big"] is True
+    # The timeline layout, computed in the layout worker: every edge points right, older to newer.
+    assert explorer(page, "x.cy.edges().filter((e) => e.source().position().x >= e.target().position().x).size()") == 0
     screenshot(page, "graph-2000")
 
     # Interactive: find a message by number, open it, preview its Dep.

@@ -1,6 +1,7 @@
-// Drawing the graph and moving around it: Cytoscape instance, layout (from
-// the worker, graph/layout.js), notices, zoom, centring, and the "focus neighbourhood" view. Each function
-// takes the GraphExplorer `x` (graph.js) whose state it reads and writes.
+// Drawing the graph and moving around it: Cytoscape instance (at the
+// positions the layout worker computed, graph/layout.js), notices, zoom,
+// centring, and the "focus neighbourhood" view. Each function takes the
+// GraphExplorer `x` (graph.js) whose state it reads and writes.
 import { plural } from "../dom.js";
 import { BIG_GRAPH, LABEL_ZOOM, cytoscape, dagreLayout, stylesheet } from "../graph-style.js";
 import { toElements } from "./elements.js";
