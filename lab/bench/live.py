@@ -211,9 +211,7 @@ def graph_page_bench(*, owner_id: int, loads: int, window: int | None = None) ->
     """Time from navigation to the graph explorer's first interactive frame, in headless Chromium.
 
     `window` opens that many of the owner's newest messages (DELLM_GRAPH_WINDOW and
-    DELLM_GRAPH_MAX_NODES raised to it) instead of the default window of 2,000.
-    After each load, a click on a node in view until its side panel opens (`select_ms`,
-    Playwright's round trip included)."""
+    DELLM_GRAPH_MAX_NODES raised to it) instead of the default window of 2,000."""
     from playwright.sync_api import sync_playwright
 
     user = get_user_model().objects.get(pk=owner_id)
@@ -223,7 +221,7 @@ def graph_page_bench(*, owner_id: int, loads: int, window: int | None = None) ->
     settings_env = {}
     if window:
         settings_env = {"DELLM_GRAPH_WINDOW": str(window), "DELLM_GRAPH_MAX_NODES": str(window)}
-    timings, details, selects = [], [], []
+    timings, details = [], []
     with (
         live_services(worker_concurrency=1, settings_env=settings_env) as (port, _queue),
         sync_playwright() as playwright,
@@ -243,7 +241,6 @@ def graph_page_bench(*, owner_id: int, loads: int, window: int | None = None) ->
                 ready = page.evaluate("window.__benchReady")
                 timings.append(ready["at"])
                 details.append(ready)
-                selects.append(_select_ms(page))
                 page.close()
         finally:
             browser.close()
@@ -256,29 +253,4 @@ def graph_page_bench(*, owner_id: int, loads: int, window: int | None = None) ->
         "fetch_ms": stats([d.get("fetch", 0) for d in details]),
         "layout_ms": stats([d.get("layout", 0) for d in details]),
         "draw_ms": stats([d.get("draw", 0) for d in details]),
-        "select_ms": stats(selects),
     }
-
-
-# The node drawn nearest the canvas's centre, in page coordinates.
-_NODE_IN_VIEW = """() => {
-  const x = document.querySelector("[data-graph-page]").explorer;
-  const box = x.dom.canvas.getBoundingClientRect();
-  let best = null;
-  for (const node of x.cy.nodes()) {
-    const p = node.renderedPosition();
-    const d = (p.x - box.width / 2) ** 2 + (p.y - box.height / 2) ** 2;
-    if (!best || d < best.d) best = { d, x: box.left + p.x, y: box.top + p.y };
-  }
-  return best;
-}"""
-
-
-def _select_ms(page) -> float:
-    """A click on a node until the side panel opens (zoomed out on 10,000 nodes, the one on top at that point)."""
-    node = page.evaluate(_NODE_IN_VIEW)
-    heading = page.locator(".explorer-panel h2")
-    started = time.perf_counter()
-    page.mouse.click(node["x"], node["y"])
-    heading.wait_for(timeout=30_000)
-    return (time.perf_counter() - started) * 1000
