@@ -29,11 +29,14 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 # Bare specifiers our modules import, mapped to the ESM builds that `npm ci`
 # installs under frontend/node_modules (served by staticfiles, see settings).
-# cytoscape-dagre 4 ships an ES module with dagre bundled inside it, so dagre
-# itself needs no entry.
+# cytoscape-dagre 4 ships an ES module with dagre bundled inside it (the
+# focused neighbourhood's layout on the page); the graph's own layout runs
+# dagre in a worker (frontend/static/js/graph/layout-worker.js), which has no
+# import map and takes this entry's URL from the page.
 IMPORTS = {
     "cytoscape": "vendor/cytoscape/cytoscape.esm.min.mjs",
     "cytoscape-dagre": "vendor/cytoscape-dagre/cytoscape-dagre.min.mjs",
+    "@dagrejs/dagre": "vendor/dagre/dagre.esm.js",
 }
 
 
@@ -58,6 +61,8 @@ def policy() -> str:
             "img-src 'self' data:",
             "font-src 'self'",
             "connect-src 'self'",
+            # The graph's layout worker (frontend/static/js/graph/layout-worker.js), a module of our own.
+            "worker-src 'self'",
             "frame-ancestors 'none'",
             "form-action 'self'",
             "object-src 'none'",

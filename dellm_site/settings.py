@@ -181,6 +181,7 @@ STATICFILES_DIRS = [
     # served as they are and mapped by the import map in base.html: no bundler.
     ("vendor/cytoscape", BASE_DIR / "frontend" / "node_modules" / "cytoscape" / "dist"),
     ("vendor/cytoscape-dagre", BASE_DIR / "frontend" / "node_modules" / "cytoscape-dagre" / "dist"),
+    ("vendor/dagre", BASE_DIR / "frontend" / "node_modules" / "@dagrejs" / "dagre" / "dist"),
 ]
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(embedded.data_dir() / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)

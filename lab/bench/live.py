@@ -65,8 +65,10 @@ def _answers(port: int) -> bool:
 
 
 @contextmanager
-def live_services(*, worker_concurrency: int = 2):
-    """Yield (port, queue) with a web server and a worker running; both stopped on exit."""
+def live_services(*, worker_concurrency: int = 2, settings_env: dict[str, str] | None = None):
+    """Yield (port, queue) with a web server and a worker running; both stopped on exit.
+
+    `settings_env` adds DELLM_* settings for both processes (the graph page's window at 10,000 nodes)."""
     queue = f"dellm-bench-{uuid.uuid4().hex[:8]}"
     port = _free_port()
     env = {
@@ -78,6 +80,7 @@ def live_services(*, worker_concurrency: int = 2):
         "DELLM_LOG_LEVEL": "WARNING",
         # DEBUG is off by default: WhiteNoise serves the pages' modules from source.
         "DELLM_STATIC_FROM_SOURCE": "true",
+        **(settings_env or {}),
     }
     folder = Path(tempfile.mkdtemp(prefix="dellm-bench-live-"))
     processes = []
@@ -204,16 +207,25 @@ def graph_page_missing() -> str | None:
     return None
 
 
-def graph_page_bench(*, owner_id: int, loads: int) -> dict:
-    """Time from navigation to the graph explorer's first interactive frame, in headless Chromium."""
+def graph_page_bench(*, owner_id: int, loads: int, window: int | None = None) -> dict:
+    """Time from navigation to the graph explorer's first interactive frame, in headless Chromium.
+
+    `window` opens that many of the owner's newest messages (DELLM_GRAPH_WINDOW and
+    DELLM_GRAPH_MAX_NODES raised to it) instead of the default window of 2,000."""
     from playwright.sync_api import sync_playwright
 
     user = get_user_model().objects.get(pk=owner_id)
     client = Client()
     client.force_login(user)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    settings_env = {}
+    if window:
+        settings_env = {"DELLM_GRAPH_WINDOW": str(window), "DELLM_GRAPH_MAX_NODES": str(window)}
     timings, details = [], []
-    with live_services(worker_concurrency=1) as (port, _queue), sync_playwright() as playwright:
+    with (
+        live_services(worker_concurrency=1, settings_env=settings_env) as (port, _queue),
+        sync_playwright() as playwright,
+    ):
         browser = playwright.chromium.launch(executable_path=settings.DELLM_CHROMIUM, headless=True)
         try:
             # Playwright's waits evaluate script text, which the app's CSP forbids (no 'unsafe-eval').
@@ -240,4 +252,5 @@ def graph_page_bench(*, owner_id: int, loads: int) -> dict:
         "interactive": stats(timings[1:] or timings),
         "fetch_ms": stats([d.get("fetch", 0) for d in details]),
         "layout_ms": stats([d.get("layout", 0) for d in details]),
+        "draw_ms": stats([d.get("draw", 0) for d in details]),
     }

@@ -12,7 +12,9 @@ TARGETS = {
     "retrieval_100k": 20.0,
     "turn": 25.0,
     "purge_10k": 1000.0,
-    "graph": 2000.0,
+    # Issue 23: the graph laid out in a worker; interactive from navigation start.
+    "graph": 1000.0,
+    "graph_10k": 2000.0,
     "import_10k_s": 60.0,
     # Issue 20: one page of a 2,000-message conversation with about a million edges (it was 58-61 s, 55-59 MB).
     "thread_page": 250.0,
@@ -131,7 +133,13 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
     graph = results.get("graph")
     if graph and "interactive" in graph:
         p50 = graph["interactive"]["p50"]
-        out.append(("Graph page, 2,000 nodes, interactive <= 2 s", f"{_ms(p50)} ms (p50)", p50 <= TARGETS["graph"]))
+        out.append(("Graph page, 2,000 nodes, interactive <= 1 s", f"{_ms(p50)} ms (p50)", p50 <= TARGETS["graph"]))
+    large = (graph or {}).get("large")
+    if large and "interactive" in large:
+        p50 = large["interactive"]["p50"]
+        out.append(
+            ("Graph page, 10,000 nodes, interactive <= 2 s", f"{_ms(p50)} ms (p50)", p50 <= TARGETS["graph_10k"])
+        )
     imported = results.get("import")
     if imported:
         main = imported["main"]
@@ -622,26 +630,48 @@ def _sections(results: dict) -> list[str]:
         if "error" in graph:
             parts += ["## 6. Graph page", f"Not measured: {graph['error']}"]
         else:
-            parts += [
-                "## 6. Graph page in headless Chromium",
-                _table(
-                    ["nodes", "edges", "first load", "interactive p50", "interactive p95", "fetch p50", "layout p50"],
-                    [
-                        [
-                            str(graph["nodes"]),
-                            str(graph["edges"]),
-                            _ms(graph["first_load_ms"]),
-                            _ms(graph["interactive"]["p50"]),
-                            _ms(graph["interactive"]["p95"]),
-                            _ms(graph["fetch_ms"]["p50"]),
-                            _ms(graph["layout_ms"]["p50"]),
-                        ]
-                    ],
-                ),
-                "From navigation start to the explorer's `explorer:ready` event (first frame drawn with the graph, "
-                '`data-ready="true"`), `/graph/` served by runserver, Chromium 1280x800.',
-            ]
+            parts += _graph_section(graph)
     return parts + _load_sections(results)
+
+
+def _graph_section(graph: dict) -> list[str]:
+    sizes = [graph] + ([graph["large"]] if "interactive" in graph.get("large", {}) else [])
+    missing = graph.get("large", {}).get("error")
+    return [
+        "## 6. Graph page in headless Chromium",
+        _table(
+            [
+                "nodes",
+                "edges",
+                "first load",
+                "interactive p50",
+                "interactive p95",
+                "fetch p50",
+                "layout p50 (worker)",
+                "draw p50",
+            ],
+            [
+                [
+                    str(size["nodes"]),
+                    str(size["edges"]),
+                    _ms(size["first_load_ms"]),
+                    _ms(size["interactive"]["p50"]),
+                    _ms(size["interactive"]["p95"]),
+                    _ms(size["fetch_ms"]["p50"]),
+                    _ms(size["layout_ms"]["p50"]),
+                    _ms(size.get("draw_ms", {}).get("p50")),
+                ]
+                for size in sizes
+            ],
+        ),
+        "Interactive: from navigation start to the explorer's `explorer:ready` event, the first frame drawn with "
+        'every node at its final place and the tap handlers bound (`data-ready="true"`). The layout runs in a '
+        "web worker (frontend/static/js/graph/layout-worker.js); draw is Cytoscape's set-up on the page. "
+        "tests/browser/test_graph_bench.py clicks a node and checks it is selected. The 10,000-node row opens "
+        "a window of 10,000 (`DELLM_GRAPH_WINDOW`, `DELLM_GRAPH_MAX_NODES`). "
+        "`/graph/` served by runserver, Chromium 1280x800."
+        + (f" 10,000 nodes not measured: {missing}." if missing else ""),
+    ]
 
 
 def _load_sections(results: dict) -> list[str]:

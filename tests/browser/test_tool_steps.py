@@ -65,6 +65,8 @@ def test_tool_steps_are_drawn_as_such_and_the_deletion_preview_names_them(open_p
         [f"e{call.pk}-{result.pk}", f"e{result.pk}-{answer.pk}"]
     )
     assert explorer(page, "x.cy.edges('[signal = \"tool\"]').first().style('line-style')") == "dashed"
+    # Laid out by dagre in the layout worker (graph/layout-worker.js): every edge points right, older to newer.
+    assert explorer(page, "x.cy.edges().filter((e) => e.source().position().x >= e.target().position().x).size()") == 0
     legend = page.get_by_role("list", name="Legend")
     expect(legend).to_contain_text("tool call")
     expect(legend).to_contain_text("tool result")

@@ -6,9 +6,15 @@ import dagre from "cytoscape-dagre";
 cytoscape.use(dagre);
 
 // Past this many nodes the graph switches to its fast path: the timeline
-// layout below instead of dagre, straight haystack edges, short labels, and
-// no edges while panning. Measured in tests/browser/test_graph_bench.py.
+// layout (graph/timeline.js) instead of dagre, straight haystack edges, short
+// labels drawn only on the nodes in view once zoomed in (graph/view.js adds
+// `labelled`), and no edges while panning. Measured in
+// tests/browser/test_graph_bench.py and `make bench` (lab/bench/live.py).
 export const BIG_GRAPH = 400;
+
+// Zoomed out past this, a big graph's labels would be too small to read
+// (11 px under `min-zoomed-font-size` 9): none is laid out at all.
+export const LABEL_ZOOM = 9 / 11;
 
 const COLORS = {
   user: "#4f46e5",
@@ -26,7 +32,31 @@ const COLORS = {
   note: "#be185d",
 };
 
+// How labels are drawn under the nodes. A big graph sets them only on the
+// nodes in view when zoomed in (`labelled`): every property of a matching rule
+// is applied to each element and every label measured, so the thousands of
+// nodes out of reading size carry none of them.
+function labels({ big }) {
+  return {
+    label: big ? "data(short)" : "data(caption)",
+    "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+    "font-size": 11,
+    color: "#1f2937",
+    "text-valign": "bottom",
+    "text-margin-y": 4,
+    // Ellipsis needs each label measured: only affordable on small graphs.
+    "text-wrap": big ? "none" : "ellipsis",
+    "text-max-width": 130,
+    "text-background-color": "#ffffff",
+    "text-background-opacity": big ? 0 : 0.8,
+    "text-background-padding": 1,
+    "min-zoomed-font-size": big ? 9 : 5,
+  };
+}
+
 export function stylesheet({ big }) {
+  // A big graph's edges are straight haystack lines without arrowheads (time flows left to right).
+  const arrow = (color) => (big ? {} : { "target-arrow-color": color });
   return [
     {
       selector: "node",
@@ -34,23 +64,12 @@ export function stylesheet({ big }) {
         width: 30,
         height: 30,
         "background-color": COLORS.assistant,
-        label: big ? "data(short)" : "data(caption)",
-        "font-family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
-        "font-size": 11,
-        color: "#1f2937",
-        "text-valign": "bottom",
-        "text-margin-y": 4,
-        // Ellipsis needs each label measured: only affordable on small graphs.
-        "text-wrap": big ? "none" : "ellipsis",
-        "text-max-width": 130,
-        "text-background-color": "#ffffff",
-        "text-background-opacity": big ? 0 : 0.8,
-        "text-background-padding": 1,
-        "min-zoomed-font-size": big ? 9 : 5,
+        ...(big ? {} : labels({ big })),
         "border-width": 0,
         "border-color": "#ffffff",
       },
     },
+    ...(big ? [{ selector: "node.labelled", style: labels({ big }) }] : []),
     { selector: 'node[role = "user"]', style: { shape: "round-rectangle", "background-color": COLORS.user } },
     { selector: 'node[role = "summary"]', style: { shape: "diamond", "background-color": COLORS.summary } },
     // A client's system prompt: an input of every reply it shaped, never a memory.
@@ -77,25 +96,25 @@ export function stylesheet({ big }) {
     {
       selector: "edge",
       style: {
-        width: "mapData(score, 0, 1, 0.6, 5)",
+        // graph/elements.js maps the score to a width once: no mapData per edge and style pass.
+        width: "data(width)",
         "line-color": COLORS.edge,
         opacity: 0.55,
         "curve-style": big ? "haystack" : "bezier",
-        "target-arrow-shape": big ? "none" : "triangle",
-        "target-arrow-color": COLORS.edge,
-        "arrow-scale": 0.7,
+        ...(big ? {} : { "target-arrow-shape": "triangle", "arrow-scale": 0.7 }),
+        ...arrow(COLORS.edge),
       },
     },
     // An agent's note derives from this memory because the agent said so (MCP `remember`), not by retrieval.
-    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, "target-arrow-color": COLORS.note } },
-    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", "target-arrow-color": "#64748b", opacity: 0.8 } },
+    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, ...arrow(COLORS.note) } },
+    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", ...arrow("#64748b"), opacity: 0.8 } },
     // call -> result -> the reply that used it.
-    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, "target-arrow-color": COLORS.toolCall, "line-style": "dashed", opacity: 0.9 } },
+    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, ...arrow(COLORS.toolCall), "line-style": "dashed", opacity: 0.9 } },
     { selector: ".faded", style: { opacity: 0.12 } },
     { selector: "edge.faded", style: { opacity: 0.06 } },
     { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },
     { selector: "node.dep-root", style: { "background-color": COLORS.dangerDark, "border-width": 4, "border-color": COLORS.danger, "border-style": "solid" } },
-    { selector: "edge.dep", style: { "line-color": COLORS.danger, "target-arrow-color": COLORS.danger, opacity: 0.9 } },
+    { selector: "edge.dep", style: { "line-color": COLORS.danger, ...arrow(COLORS.danger), opacity: 0.9 } },
     { selector: "node.match", style: { "border-width": 3, "border-color": COLORS.focus, "border-style": "solid" } },
     {
       selector: "node:selected",
@@ -106,8 +125,10 @@ export function stylesheet({ big }) {
   ];
 }
 
-// dagre for readable graphs; `longest-path` ranks without the slower
-// network-simplex pass and still keeps every edge pointing right.
+// The focused neighbourhood's dagre layout, on the page (a few dozen nodes);
+// the whole graph's is computed in graph/layout-worker.js with the same
+// options. `longest-path` ranks without the slower network-simplex pass and
+// still keeps every edge pointing right.
 export function dagreLayout(eles, { fit = true } = {}) {
   return eles.layout({
     name: "dagre",
@@ -122,42 +143,6 @@ export function dagreLayout(eles, { fit = true } = {}) {
     animate: false,
     sort: (a, b) => a.data("seq") - b.data("seq"),
   });
-}
-
-// The fast path for big graphs, linear in nodes + edges: a node's column is
-// its longest path from a source (a user message sits just before the first
-// reply that used it), and within a column messages stack in seq order.
-export function timelinePositions(nodes, edges) {
-  const bySeq = [...nodes].sort((a, b) => a.seq - b.seq);
-  const preds = new Map(bySeq.map((node) => [node.id, []]));
-  const succs = new Map(bySeq.map((node) => [node.id, []]));
-  for (const edge of edges) {
-    if (!preds.has(edge.target) || !succs.has(edge.source)) continue;
-    preds.get(edge.target).push(edge.source);
-    succs.get(edge.source).push(edge.target);
-  }
-  const column = new Map();
-  for (const node of bySeq) {
-    let value = 0;
-    for (const source of preds.get(node.id)) value = Math.max(value, column.get(source) + 1);
-    column.set(node.id, value);
-  }
-  for (let index = bySeq.length - 1; index >= 0; index -= 1) {
-    const node = bySeq[index];
-    const next = succs.get(node.id);
-    if (!preds.get(node.id).length && next.length) {
-      column.set(node.id, Math.max(0, Math.min(...next.map((target) => column.get(target))) - 1));
-    }
-  }
-  const rows = new Map();
-  const positions = new Map();
-  for (const node of bySeq) {
-    const x = column.get(node.id);
-    const y = rows.get(x) || 0;
-    rows.set(x, y + 1);
-    positions.set(node.id, { x: x * 90, y: y * 44 });
-  }
-  return positions;
 }
 
 export { cytoscape };

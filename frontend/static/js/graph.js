@@ -18,7 +18,8 @@
 //   toolbar.js   the DOM: toolbar, canvas, legend, the empty side panel
 //   load.js      fetching the graph and threads, the ready signal
 //   elements.js  API elements -> Cytoscape elements
-//   view.js      rendering, layout, zoom, centring, focus neighbourhood
+//   layout.js    the layout, computed in layout-worker.js (timeline.js for big graphs)
+//   view.js      rendering, zoom, centring, focus neighbourhood
 //   search.js    Find by seq or words
 //   panel.js     the selected message's side panel
 //   cascade.js   preview delete (Dep(m)), confirm, undo
@@ -47,6 +48,7 @@ export class GraphExplorer {
     this.matchIndex = -1;
     this.focused = false; // showing one neighbourhood only
     this.timings = {};
+    this.generation = 0; // counts loads: only the newest one draws
     this.dom = buildExplorer(host, this.uid, {
       thread: (value) => {
         this.filters.thread = value;

@@ -265,4 +265,12 @@ class Command(BaseCommand):
         user = nearest_user(users, 2_000)
         if user is None:
             return {"error": "no bench user with 1,000-4,000 messages (seed with --extra-users 2000)"}
-        return graph_page_bench(owner_id=user[0], loads=options["page_loads"])
+        result = graph_page_bench(owner_id=user[0], loads=options["page_loads"])
+        # Issue 23: 10,000 nodes on the page, the window raised to them.
+        large = nearest_user(users, 10_000, exclude={user[0]})
+        result["large"] = (
+            graph_page_bench(owner_id=large[0], loads=options["page_loads"], window=10_000)
+            if large
+            else {"error": "no bench user with 5,000-20,000 messages"}
+        )
+        return result

@@ -1,5 +1,6 @@
 // /api/graph/ elements -> Cytoscape elements: string ids (Cytoscape's), the
-// numeric id kept as `mid`, and the labels drawn under each node.
+// numeric id kept as `mid`, the labels drawn under each node, and each edge's
+// width from its score (0.6 to 5 px).
 import { snippet } from "../dom.js";
 
 export function toElements(graph) {
@@ -19,9 +20,13 @@ export function toElements(graph) {
   });
   const edges = graph.edges.map(({ data }) => ({
     group: "edges",
-    data: { ...data, source: String(data.source), target: String(data.target) },
+    data: { ...data, source: String(data.source), target: String(data.target), width: edgeWidth(data.score) },
   }));
   return { nodes, edges };
+}
+
+function edgeWidth(score) {
+  return 0.6 + 4.4 * Math.min(1, Math.max(0, Number(score) || 0));
 }
 
 // A node's caption without its "#12 " prefix, for lists that show the seq apart.

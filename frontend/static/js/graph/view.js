@@ -1,45 +1,62 @@
-// Drawing the graph and moving around it: Cytoscape instance, layout,
-// notices, zoom, centring, and the "focus neighbourhood" view. Each function
-// takes the GraphExplorer `x` (graph.js) whose state it reads and writes.
+// Drawing the graph and moving around it: Cytoscape instance (at the
+// positions the layout worker computed, graph/layout.js), notices, zoom,
+// centring, and the "focus neighbourhood" view. Each function takes the
+// GraphExplorer `x` (graph.js) whose state it reads and writes.
 import { plural } from "../dom.js";
-import { BIG_GRAPH, cytoscape, dagreLayout, stylesheet, timelinePositions } from "../graph-style.js";
+import { BIG_GRAPH, LABEL_ZOOM, cytoscape, dagreLayout, stylesheet } from "../graph-style.js";
 import { toElements } from "./elements.js";
+import { layoutPositions } from "./layout.js";
 
 const PAD = 40;
+const MIN_ZOOM = 0.05;
+const MAX_ZOOM = 3;
+const NODE = 30; // graph-style.js
 
-export function render(x, graph, { keepView }) {
-  const { nodes, edges } = toElements(graph);
+// Draws `graph` (an /api/graph/ answer) once the worker has laid it out; the
+// graph drawn before stays on screen meanwhile. False when a newer load
+// (x.generation) took over while it was laid out: nothing is drawn.
+export async function render(x, graph, { keepView, generation }) {
+  const elements = toElements(graph);
+  const { nodes, edges } = elements;
   const big = nodes.length > BIG_GRAPH;
+  const layoutStart = performance.now();
+  const positions = nodes.length ? await layoutPositions(elements, { big }) : new Map();
+  if (generation !== x.generation) return false;
+  const drawStart = performance.now();
+  for (const node of nodes) node.position = positions.get(node.data.id);
   const view = keepView && x.cy ? { zoom: x.cy.zoom(), pan: x.cy.pan() } : null;
   x.cy?.destroy();
   x.focused = false;
   x.dom.showAllButton.hidden = true;
-  const layoutStart = performance.now();
-  if (big) {
-    const positions = timelinePositions(graph.nodes.map((node) => node.data), graph.edges.map((edge) => edge.data));
-    for (const node of nodes) node.position = positions.get(node.data.mid);
-  }
   x.cy = cytoscape({
     container: x.dom.canvas,
     elements: [...nodes, ...edges],
     style: stylesheet({ big }),
-    layout: big ? { name: "preset", fit: !view, padding: PAD } : { name: "null" },
-    minZoom: 0.05,
-    maxZoom: 3,
+    // A big graph is fitted from its positions: Cytoscape's fit would measure every element's box first.
+    layout: { name: "preset", fit: !view && !big, padding: PAD },
+    ...(big && !view ? fitted(x, nodes) : {}),
+    minZoom: MIN_ZOOM,
+    maxZoom: MAX_ZOOM,
     boxSelectionEnabled: false,
     autoungrabify: big,
     hideEdgesOnViewport: big,
     textureOnViewport: big,
     pixelRatio: big ? 1 : "auto",
   });
-  if (!big && nodes.length) dagreLayout(x.cy.elements(), { fit: !view }).run();
   if (view) x.cy.viewport(view);
   else if (x.cy.zoom() > 1.2) {
     // A few messages: keep them at reading size rather than blown up.
     x.cy.zoom(1.2);
     x.cy.center();
   }
-  x.timings = { layout: Math.round(performance.now() - layoutStart), nodes: nodes.length, edges: edges.length, big };
+  if (big) labelWhenZoomedIn(x, x.cy);
+  x.timings = {
+    layout: Math.round(drawStart - layoutStart),
+    draw: Math.round(performance.now() - drawStart),
+    nodes: nodes.length,
+    edges: edges.length,
+    big,
+  };
   x.cy.on("tap", "node", (event) => x.select(event.target.data("mid")));
   x.cy.on("tap", (event) => {
     if (event.target === x.cy) x.closePanel();
@@ -53,6 +70,49 @@ export function render(x, graph, { keepView }) {
   } else {
     x.dom.notice.hidden = true;
   }
+  return true;
+}
+
+// The zoom and pan that fit the nodes (positioned, NODE wide) in the canvas.
+function fitted(x, nodes) {
+  let [x1, y1, x2, y2] = [Infinity, Infinity, -Infinity, -Infinity];
+  for (const { position } of nodes) {
+    x1 = Math.min(x1, position.x);
+    y1 = Math.min(y1, position.y);
+    x2 = Math.max(x2, position.x);
+    y2 = Math.max(y2, position.y);
+  }
+  const { clientWidth: width, clientHeight: height } = x.dom.canvas;
+  const scale = Math.min((width - 2 * PAD) / (x2 - x1 + NODE), (height - 2 * PAD) / (y2 - y1 + NODE));
+  const zoom = Math.max(MIN_ZOOM, Math.min(MAX_ZOOM, scale));
+  return { zoom, pan: { x: (width - zoom * (x1 + x2)) / 2, y: (height - zoom * (y1 + y2)) / 2 } };
+}
+
+// A big graph labels the nodes in view once zoomed in enough to read them,
+// after the viewport settles: thousands of labels are never measured at once.
+function labelWhenZoomedIn(x, cy) {
+  let timer = 0;
+  const update = () => {
+    if (x.cy !== cy) return;
+    const { x1, x2, y1, y2 } = cy.extent();
+    const wanted =
+      cy.zoom() < LABEL_ZOOM
+        ? cy.collection()
+        : cy.nodes().filter((node) => {
+            const { x: px, y: py } = node.position();
+            return px >= x1 && px <= x2 && py >= y1 && py <= y2;
+          });
+    const labelled = cy.nodes(".labelled");
+    cy.batch(() => {
+      labelled.difference(wanted).removeClass("labelled");
+      wanted.difference(labelled).addClass("labelled");
+    });
+  };
+  cy.on("viewport", () => {
+    clearTimeout(timer);
+    timer = setTimeout(update, 150);
+  });
+  update();
 }
 
 export function showStats(x) {
