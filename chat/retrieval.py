@@ -28,12 +28,15 @@ question's IDF mass it matches) for the lexical one.
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from chat.llm import ContextItem
-from chat.models import Message
+from chat.models import SAID_AT_SQL, Message
+from chat.temporal import TimeCues, time_cues, words
 from chat.vector_indexes import embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
@@ -229,7 +232,7 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
 ), scored AS MATERIALIZED (
     -- A signal's rank counts only if the candidate passes that signal's own
     -- floor, so a weak match on one side cannot lift a candidate.
-    SELECT f.*, m.role, m.content,
+    SELECT f.*, m.role, m.content, {SAID_AT_SQL} AS said_at,
            (CASE WHEN f.by_vector THEN 1.0 / (%(rrf_k)s::float8 + f.vr) ELSE 0 END
             + CASE WHEN f.by_lexical THEN 1.0 / (%(rrf_k)s::float8 + f.lr) ELSE 0 END)
            * CASE WHEN m.role = 'user' AND rtrim(m.content) LIKE '%%?' THEN %(question_weight)s::float8 ELSE 1 END
@@ -237,7 +240,7 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
     FROM fused f JOIN chat_message m ON m.id = f.id
     WHERE f.by_vector OR f.by_lexical
 )
-SELECT id, seq, role, content, vscore, by_vector, by_lexical, rrf
+SELECT id, seq, role, content, vscore, by_vector, by_lexical, rrf, said_at
 FROM scored ORDER BY rrf DESC, seq DESC LIMIT %(k)s
 """
 
@@ -249,7 +252,7 @@ WITH {_LEXICAL_CTE}, topk AS MATERIALIZED (
 SELECT t.id, t.seq, m.role, m.content,
        CASE WHEN m.embedding IS NULL OR %(query)s::vector IS NULL OR m.embedding_model <> %(model)s THEN NULL
             ELSE 1 - (m.embedding <=> %(query)s::vector) END,
-       false, true, t.bm25
+       false, true, t.bm25, {SAID_AT_SQL}
 FROM topk t JOIN chat_message m ON m.id = t.id
 ORDER BY t.bm25 DESC, t.seq DESC
 """
@@ -268,6 +271,7 @@ def hybrid_retrieve(
     probes: int = 10,
     model: str = "",
     dim: int = 0,
+    asked_at: datetime | None = None,
 ) -> list[ContextItem]:
     """Top-k of the owner's live messages by fused (or lexical-only) relevance, most relevant first.
 
@@ -276,6 +280,8 @@ def hybrid_retrieve(
     "both" (fused) or "lexical". Each item's `score` is its cosine
     similarity to the question (0 when either has no embedding)
     and `signal` says which floor it passed: vector, lexical or both.
+    `asked_at` (default now) is when the question was said: "last May" is
+    read against it (`time_rerank`).
     """
     terms = query_terms(owner_id=owner_id, text=text, exclude_id=exclude_id)
     if signals == "lexical" and not terms.lexemes:
@@ -310,19 +316,93 @@ def hybrid_retrieve(
         "rrf_k": RRF_K,
         "question_weight": QUESTION_WEIGHT,
     }
+    cues = time_cues(text, asked_at or timezone.now())
+    # A question that speaks of time re-ranks a wider pool (time_rerank).
+    params["k"] = max(k, TIME_POOL) if cues.any else k
     sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
     sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    items = []
-    for id_, seq, role, content, vscore, by_vector, by_lexical, _ in rows:
+    ranked = []
+    for id_, seq, role, content, vscore, by_vector, by_lexical, relevance, said_at in rows:
         signal = "both" if by_vector and by_lexical else "vector" if by_vector else "lexical"
-        items.append(
-            ContextItem(id=id_, seq=seq, role=role, content=content, score=float(vscore or 0.0), signal=signal)
+        item = ContextItem(
+            id=id_, seq=seq, role=role, content=content, score=float(vscore or 0.0), signal=signal, said_at=said_at
         )
-    return items
+        ranked.append((item, float(relevance)))
+    if cues.any:
+        ranked = time_rerank(ranked, cues, text)
+    return [item for item, _ in ranked[:k]]
+
+
+# --- Time in the question (chat/temporal.py) -----------------------------------
+# A question that names a period or asks "when" re-ranks the top TIME_POOL
+# fused candidates (each passed a signal's floor: nothing unrelated gets in):
+# a memory said in the period, or stating it, has its relevance scaled by
+# 1 + PERIOD_BOOST; for a "when" question a memory that states a time (a
+# date, "last weekend", "two days ago") by 1 + WHEN_BOOST. Relevance is the
+# fused RRF score (BM25 for the `lexical` policy); ties keep the newer first.
+# docs/RETRIEVAL.md, "Time", has the measurement.
+TIME_POOL = 20
+PERIOD_BOOST = 1.0
+WHEN_BOOST = 0.5
+RECENCY_BOOST = 1.0
+
+
+def time_boost(item: ContextItem, cues: TimeCues) -> float:
+    """The factor a memory's relevance is scaled by for a question with these cues (1: none)."""
+    stated = time_cues(item.content, item.said_at or timezone.now())
+    factor = 1.0
+    if cues.periods:
+        said = item.said_at is not None and any(period.holds(item.said_at) for period in cues.periods)
+        if said or any(p.overlaps(q) for p in stated.periods for q in cues.periods):
+            factor *= 1 + PERIOD_BOOST
+    if cues.asks_when and stated.states_time:
+        factor *= 1 + WHEN_BOOST
+    return factor
+
+
+def _said_order(item: ContextItem) -> tuple[float, int]:
+    return (item.said_at.timestamp() if item.said_at is not None else 0.0, item.seq)
+
+
+def latest_statements(items: list[ContextItem], question: str) -> set[int]:
+    """Ids of the candidates that restate, later, a thing an older candidate said: latest statement wins.
+
+    Two candidates state the same thing when they share a word of the
+    question (a word of three letters or more, as written: "job" in "my new
+    job" and "a new job"); of each such pair the newer is kept. Linear in
+    the candidates' words (chat/temporal.py's `words`).
+    """
+    asked = {word for word in words(question) if len(word) >= 3}
+    newest: dict[str, tuple[tuple[float, int], int]] = {}
+    seen: dict[str, int] = {}
+    for item in items:
+        for word in asked.intersection(words(item.content)):
+            seen[word] = seen.get(word, 0) + 1
+            order = _said_order(item)
+            if word not in newest or newest[word][0] < order:
+                newest[word] = (order, item.id)
+    return {newest[word][1] for word, count in seen.items() if count > 1}
+
+
+def time_rerank(
+    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str
+) -> list[tuple[ContextItem, float]]:
+    """`ranked` (item, relevance) re-ordered by relevance scaled by `time_boost`, newer first on ties.
+
+    A question that asks for the current value ("now", "current") also
+    scales by 1 + RECENCY_BOOST each `latest_statements` candidate: the
+    latest statement of a changed fact wins over the older one it matches as
+    well.
+    """
+    boosted = [(item, relevance * time_boost(item, cues)) for item, relevance in ranked]
+    if cues.asks_current:
+        latest = latest_statements([item for item, _ in boosted], question)
+        boosted = [(item, score * (1 + RECENCY_BOOST) if item.id in latest else score) for item, score in boosted]
+    return sorted(boosted, key=lambda pair: (-pair[1], -pair[0].seq))
 
 
 _NEIGHBOURS_SQL = f"""
