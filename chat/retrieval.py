@@ -27,7 +27,7 @@ question's IDF mass it matches) for the lexical one.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from chat.llm import ContextItem
 from chat.models import SAID_AT_SQL, Message
-from chat.temporal import TimeCues, time_cues, words
+from chat.temporal import TimeCues, anchored, time_cues, words
 from chat.vector_indexes import embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
@@ -316,7 +316,7 @@ def hybrid_retrieve(
         "rrf_k": RRF_K,
         "question_weight": QUESTION_WEIGHT,
     }
-    cues = time_cues(text, asked_at or timezone.now())
+    cues = with_anchors(time_cues(text, asked_at or timezone.now()), owner_id=owner_id, exclude_id=exclude_id)
     # A question that speaks of time re-ranks a wider pool (time_rerank).
     params["k"] = max(k, TIME_POOL) if cues.any else k
     sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
@@ -349,6 +349,56 @@ TIME_POOL = 20
 PERIOD_BOOST = 1.0
 WHEN_BOOST = 0.5
 RECENCY_BOOST = 1.0
+
+
+# The event of "before I moved": the owner's live statement (never a past
+# question) that best matches the anchor's words, the earliest of equals (the
+# event is when it was first told). Bounded like the lexical signal: the
+# anchor's rarest lexemes within MATCH_BUDGET matching rows.
+_ANCHOR_SQL = f"""
+WITH terms AS MATERIALIZED (
+    SELECT lexeme::tsquery AS q, idf FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+), matches AS MATERIALIZED (
+    SELECT m.id, m.owner_id, m.seq, {SAID_AT_SQL} AS said_at,
+           (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
+    FROM chat_message m
+    WHERE m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s AND m.role <> %(tool)s
+      AND m.tool_calls IS NULL AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+      AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
+)
+SELECT said_at FROM matches WHERE owner_id = %(owner)s ORDER BY matched DESC, said_at, seq LIMIT 1
+"""
+
+
+def anchor_time(*, owner_id: int, words: str, exclude_id: int) -> datetime | None:
+    """When the owner said the event an anchor names ("i moved"), or None when nothing matches its words."""
+    terms = query_terms(owner_id=owner_id, text=words, exclude_id=exclude_id)
+    if not terms.lexemes:
+        return None
+    params = {
+        "owner": owner_id,
+        "live": LIVE,
+        "system": SYSTEM,
+        "tool": TOOL,
+        "exclude": exclude_id,
+        "lexemes": terms.lexemes,
+        "idf": terms.idf,
+        "tsquery": _owner_tsquery(owner_id, terms.lexemes),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_ANCHOR_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def with_anchors(cues: TimeCues, *, owner_id: int, exclude_id: int) -> TimeCues:
+    """`cues` with each anchor that names an event of the history turned into the period before or after it."""
+    periods = list(cues.periods)
+    for anchor in cues.anchors:
+        when = anchor_time(owner_id=owner_id, words=anchor.words, exclude_id=exclude_id)
+        if when is not None:
+            periods.append(anchored(anchor, when))
+    return replace(cues, periods=tuple(periods))
 
 
 def time_boost(item: ContextItem, cues: TimeCues) -> float:

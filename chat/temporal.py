@@ -13,6 +13,10 @@ reads:
   time: a question's against when it was asked, a memory's against when it
   was said, so "we went there last summer", said in September 2023, is
   about summer 2023;
+- a **relation** to a period or an event: "before May" is every time
+  before May; "before I moved" / "after the move" name an event by its
+  words (the next ANCHOR_WORDS), which retrieval finds in the history
+  (chat/retrieval.py, `anchor_time`) and turns into a period;
 - whether a question **asks when** ("When did...", "what date", "how long
   ago");
 - whether a question **asks for the current** value ("Where do I live
@@ -64,7 +68,10 @@ NUMBERS = {
 }  # fmt: skip
 UNITS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months": 30, "year": 365, "years": 365}
 # Words before a month that make it one ("in May", "last May", "since May").
-MONTH_LEADS = {"in", "on", "last", "this", "next", "since", "until", "till", "early", "late", "mid", "of", "during"}
+MONTH_LEADS = {
+    "in", "on", "last", "this", "next", "since", "until", "till", "early", "late", "mid", "of", "during", "before",
+    "after",
+}  # fmt: skip
 # Words that make a question ask for a time.
 WHEN_WORDS = {"when"}
 WHEN_PAIRS = {("what", "date"), ("what", "day"), ("what", "year"), ("what", "month"), ("how", "long")}
@@ -73,6 +80,11 @@ TIME_WORDS = {"yesterday", "today", "tonight", "tomorrow", "ago", "recently", "w
 # Words that ask for the value as it is now, when it may have changed.
 CURRENT_WORDS = {"now", "current", "currently", "nowadays", "latest", "anymore"}
 YEAR_MIN, YEAR_MAX = 1900, 2100
+# "before I moved", "after the move", "since the wedding": the event is the next few words.
+RELATIONS = {"before": "before", "after": "after", "since": "after"}
+ANCHOR_WORDS = 3
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,14 @@ class Period:
 
 
 @dataclass(frozen=True)
+class Anchor:
+    """An event a question is placed by: "before I moved" is ("before", "i moved")."""
+
+    relation: str
+    words: str
+
+
+@dataclass(frozen=True)
 class TimeCues:
     """What a text says about time: the periods it names, whether it asks when or for the current value, and
     whether it states a time."""
@@ -96,10 +116,11 @@ class TimeCues:
     asks_when: bool = False
     asks_current: bool = False
     states_time: bool = False
+    anchors: tuple[Anchor, ...] = ()
 
     @property
     def any(self) -> bool:
-        return bool(self.periods) or self.asks_when or self.asks_current
+        return bool(self.periods) or self.asks_when or self.asks_current or bool(self.anchors)
 
 
 def words(text: str) -> list[str]:
@@ -226,9 +247,13 @@ def time_cues(text: str, ref: datetime) -> TimeCues:
     asks_when = False
     asks_current = False
     states_time = False
+    anchors: list[Anchor] = []
+    # "before"/"after" and where it stands: a period within the next two words is bounded by it ("before May").
+    relation, at = "", -1
     for i, token in enumerate(tokens):
         asks_current = asks_current or token in CURRENT_WORDS
         before = tokens[i - 1] if i > 0 else ""
+        found = len(periods)
         if token in WHEN_WORDS or (before, token) in WHEN_PAIRS:
             asks_when = True
         if _is_month(tokens, i):
@@ -242,9 +267,32 @@ def time_cues(text: str, ref: datetime) -> TimeCues:
             periods.append(period)
         if token in TIME_WORDS:
             states_time = True
+        if relation and len(periods) > found:
+            periods[-1] = _bounded(relation, periods[-1])
+            relation = ""
+        elif relation and i - at == 2:
+            # No period: an event ("before I moved", "after the move"), found in the history by its words.
+            anchors.append(Anchor(relation, " ".join(tokens[at + 1 : at + 1 + ANCHOR_WORDS])))
+            relation = ""
+        if token in RELATIONS:
+            relation, at = RELATIONS[token], i
+    if relation and at < len(tokens) - 1:
+        anchors.append(Anchor(relation, " ".join(tokens[at + 1 : at + 1 + ANCHOR_WORDS])))
     return TimeCues(
         periods=tuple(periods),
         asks_when=asks_when,
         asks_current=asks_current,
         states_time=states_time or bool(periods),
+        anchors=tuple(anchors),
     )
+
+
+def _bounded(relation: str, period: Period) -> Period:
+    return Period(EARLIEST, period.start) if relation == "before" else Period(period.end, LATEST)
+
+
+def anchored(anchor: Anchor, when: datetime) -> Period:
+    """The span before or after an event said at `when` (the event itself in neither)."""
+    if anchor.relation == "before":
+        return Period(EARLIEST, when)
+    return Period(when + timedelta(microseconds=1), LATEST)

@@ -14,8 +14,8 @@ from chat.importers import parse_file
 from chat.llm import ContextItem, build_prompt
 from chat.models import Message
 from chat.selectors import context_retrieve
-from chat.temporal import MAX_CHARS, Period, time_cues
-from tests.factories import make_message, make_thread, unit_vector
+from chat.temporal import EARLIEST, LATEST, MAX_CHARS, Anchor, Period, time_cues
+from tests.factories import make_message, unit_vector
 
 FIXTURES = Path(__file__).parent / "fixtures"
 JSONL = b"""{"conversation": "trip", "role": "user", "content": "I like window seats.", "created_at": 1714557600}
@@ -85,7 +85,9 @@ def test_retrieved_memories_come_with_when_they_were_said(thread):
 
 
 def contents(question: Message) -> list[str]:
-    return [item.content for item in context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)]
+    return [
+        item.content for item in context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)
+    ]
 
 
 def test_a_when_question_surfaces_the_dated_evidence(thread):
@@ -103,7 +105,9 @@ def test_last_may_ranks_the_message_said_in_may_first(thread):
     question = make_message(
         thread, "What did I say about the trip last May?", embedding=unit_vector(99), source_created_at=DECEMBER
     )
-    said = [item.said_at for item in context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)]
+    said = [
+        item.said_at for item in context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)
+    ]
     assert said == [_day(2023, 5, 10), _day(2023, 9, 10)]
 
 
@@ -116,6 +120,30 @@ def test_a_message_stating_the_period_ranks_first_too(thread):
         thread, "How was the coast trip last year?", embedding=unit_vector(99), source_created_at=_day(2024, 3, 1)
     )
     assert contents(question)[0] == "In May 2023 the trip to the coast was fun."
+
+
+GYM = {
+    "before": ("The gym was fine.", _day(2023, 1, 9)),
+    "move": ("I moved to Porto.", _day(2023, 3, 9)),
+    "after": ("The gym was fine.", _day(2023, 6, 9)),
+}
+
+
+@pytest.mark.parametrize(
+    ("question", "first", "other"),
+    [("How was the gym before I moved?", "before", "after"), ("And the gym after the move?", "after", "before")],
+)
+def test_before_and_after_an_event_rank_what_was_said_then_first(thread, question, first, other):
+    for i, text in enumerate(["The weather was grey.", "I cooked pasta.", "The train was late.", "I read a novel."]):
+        make_message(thread, text, embedding=unit_vector(10 + i))
+    # The one expected first is stored first: on words alone the later stored wins the tie.
+    made = {
+        key: make_message(thread, GYM[key][0], embedding=unit_vector(n), source_created_at=GYM[key][1])
+        for n, key in enumerate([first, "move", other], 1)
+    }
+    asked = make_message(thread, question, embedding=unit_vector(99))
+    items = context_retrieve(message=asked, policy="relevant", k=5, threshold=0.2, window=0)
+    assert [item.id for item in items if item.id != made["move"].id] == [made[first].id, made[other].id]
 
 
 @pytest.fixture
@@ -154,11 +182,18 @@ def test_without_asking_for_the_current_value_words_alone_decide(thread, moved):
         ("yesterday", [Period(_day(2023, 11, 30), _day(2023, 12, 1))], False),
         ("Two weeks ago I quit.", [Period(_day(2023, 11, 14), _day(2023, 11, 21))], False),
         ("What date was the party?", [], True),
+        ("What did I do before May?", [Period(EARLIEST, _day(2023, 5))], False),
+        ("Where did I live after 2020?", [Period(_day(2021, 1), LATEST)], False),
     ],
 )
 def test_time_cues_read_periods_against_when_it_was_said(text, periods, asks_when):
     cues = time_cues(text, DECEMBER)
     assert (list(cues.periods), cues.asks_when) == (periods, asks_when)
+
+
+def test_time_cues_name_the_event_a_question_is_placed_by():
+    assert time_cues("What did I plan after the move?", DECEMBER).anchors == (Anchor("after", "the move"),)
+    assert time_cues("Before I moved, where did I live?", DECEMBER).anchors == (Anchor("before", "i moved where"),)
 
 
 def test_time_cues_tell_a_stated_time_and_a_question_for_the_current_value():
@@ -172,7 +207,7 @@ def test_time_cues_tell_a_stated_time_and_a_question_for_the_current_value():
 PIECES = [
     " ", "  ", ",", ".", "?", "-", "\n", "1", "7", "7th", "31", "2023", "1999", "may", "May", "last", "in", "on",
     "next", "summer", "fall", "week", "weeks", "days", "ago", "two", "a", "when", "what", "date", "how", "long",
-    "yesterday", "now", "current", "monday", "weekend", "é", "日", "_", "x",
+    "yesterday", "now", "current", "monday", "weekend", "before", "after", "since", "é", "日", "_", "x",
 ]  # fmt: skip
 BOUND_S = 0.1
 
