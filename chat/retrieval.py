@@ -403,6 +403,8 @@ def with_anchors(cues: TimeCues, *, owner_id: int, exclude_id: int) -> TimeCues:
 
 def time_boost(item: ContextItem, cues: TimeCues) -> float:
     """The factor a memory's relevance is scaled by for a question with these cues (1: none)."""
+    if not cues.periods and not cues.asks_when:
+        return 1.0
     stated = time_cues(item.content, item.said_at or timezone.now())
     factor = 1.0
     if cues.periods:

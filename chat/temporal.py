@@ -1,8 +1,8 @@
 """Time in questions and in memories, read without a model: "when ...", "last May", "in 2023", "two weeks ago".
 
 A small hand-written grammar over words, in linear time: the text is split
-into lower-case words by one pass over its characters (no regular
-expression ever sees it), and each rule looks at most two words back and
+into lower-case words by one regular expression that cannot backtrack (a
+single character class), and each rule looks at most two words back and
 two ahead, so the cost is a constant per word whatever the input. What it
 reads:
 
@@ -30,6 +30,7 @@ reads:
 [start, end) in UTC.
 """
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -77,6 +78,8 @@ WHEN_WORDS = {"when"}
 WHEN_PAIRS = {("what", "date"), ("what", "day"), ("what", "year"), ("what", "month"), ("how", "long")}
 # Words of a plain statement of time without a resolvable period ("the other day", "recently").
 TIME_WORDS = {"yesterday", "today", "tonight", "tomorrow", "ago", "recently", "weekend"} | WEEKDAYS
+# The last word of a relative span ("yesterday", "last week", "two days ago", "last summer").
+RELATIVE_HEADS = {"yesterday", "ago", "week", "month", "year"} | set(SEASONS)
 # Words that ask for the value as it is now, when it may have changed.
 CURRENT_WORDS = {"now", "current", "currently", "nowadays", "latest", "anymore"}
 YEAR_MIN, YEAR_MAX = 1900, 2100
@@ -123,19 +126,14 @@ class TimeCues:
         return bool(self.periods) or self.asks_when or self.asks_current or bool(self.anchors)
 
 
+# One character class repeated, nothing nested or alternative: a match can
+# never backtrack into itself, so finding every word is linear in the text.
+_WORD = re.compile(r"[^\W_]+")
+
+
 def words(text: str) -> list[str]:
-    """Lower-case runs of letters and digits, in one pass (linear in the text, no regular expression)."""
-    out: list[str] = []
-    current: list[str] = []
-    for char in text[:MAX_CHARS]:
-        if char.isalnum():
-            current.append(char.lower())
-        elif current:
-            out.append("".join(current))
-            current = []
-    if current:
-        out.append("".join(current))
-    return out
+    """Lower-case runs of letters and digits of the first MAX_CHARS characters (linear in the text)."""
+    return _WORD.findall(text[:MAX_CHARS].lower())
 
 
 def _day(day: date) -> datetime:
@@ -258,12 +256,12 @@ def time_cues(text: str, ref: datetime) -> TimeCues:
             asks_when = True
         if _is_month(tokens, i):
             periods.append(_month_period(tokens, i, MONTHS[token], ref))
-        elif (year := _year(token)) is not None and not _after_month(tokens, i):
+        elif token.isdigit() and (year := _year(token)) is not None and not _after_month(tokens, i):
             # A year alone ("in 2023"); "May 2023" and "May 7 2023" were read with their month.
             periods.append(Period(_day(date(year, 1, 1)), _day(date(year + 1, 1, 1))))
         elif token in SEASONS and before in ("this", "in", "the", "next"):
             states_time = True
-        elif (period := _relative(tokens, i, ref)) is not None:
+        elif token in RELATIVE_HEADS and (period := _relative(tokens, i, ref)) is not None:
             periods.append(period)
         if token in TIME_WORDS:
             states_time = True

@@ -15,8 +15,8 @@ in other words. Every question is labelled with its evidence messages:
   statement is evidence;
 - `none`: nothing in the history answers it; the right context is empty or
   unrelated, and the report counts what got in;
-- `temporal`: asked by when it happened ("Which event did I go to in March
-  2024?"): the evidence is every event said in that month. Sessions are
+- `temporal`: asked by when it happened ("Which event was it that I went
+  to in March 2024?"): the evidence is every event said in that month. Sessions are
   dated, one every SESSION_GAP from SESSION_START (stored as an import's
   source times), so the month is known; these questions come last, drawn
   from their own generator, so the other kinds' conversations are unchanged.
@@ -248,7 +248,8 @@ def _temporal(conversation: Conversation, *, seed: int, index: int) -> list[Ques
     questions = []
     for (year, month), keys in sorted(by_month.items()):
         name = datetime(year, month, 1).strftime("%B")
-        text = rng.choice(["Which event did I go to in {m} {y}?", "What did I go to in {m} {y}?"])
+        # "went" is the events' own word: all of them are found, and only their time tells them apart.
+        text = rng.choice(["Which event was it that I went to in {m} {y}?", "What was the thing I went to in {m} {y}?"])
         questions.append(Question(text.format(m=name, y=year), "temporal", tuple(keys)))
     return questions
 
