@@ -346,7 +346,7 @@ def hybrid_retrieve(
 # fused RRF score (BM25 for the `lexical` policy); ties keep the newer first.
 # docs/RETRIEVAL.md, "Time", has the measurement.
 TIME_POOL = 20
-PERIOD_BOOST = 1.0
+PERIOD_BOOST = 2.0
 WHEN_BOOST = 0.5
 RECENCY_BOOST = 1.0
 
