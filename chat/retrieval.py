@@ -375,7 +375,7 @@ def anchor_time(*, owner_id: int, words: str, exclude_id: int) -> datetime | Non
     terms = query_terms(owner_id=owner_id, text=words, exclude_id=exclude_id)
     if not terms.lexemes:
         return None
-    params = {
+    params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
         "system": SYSTEM,
