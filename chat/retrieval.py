@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from chat.llm import ContextItem
 from chat.models import SAID_AT_SQL, Message
-from chat.temporal import TimeCues, anchored, time_cues, words
+from chat.temporal import TimeCues, anchored, time_cues
 from chat.vector_indexes import embedding_cast
 
 LIVE = [str(s) for s in Message.LIVE]
@@ -333,18 +333,20 @@ def hybrid_retrieve(
         )
         ranked.append((item, float(relevance)))
     if cues.any:
-        ranked = time_rerank(ranked, cues, text)
+        ranked = time_rerank(ranked, cues, text, terms)
     return [item for item, _ in ranked[:k]]
 
 
 # --- Time in the question (chat/temporal.py) -----------------------------------
-# A question that names a period or asks "when" re-ranks the top TIME_POOL
-# fused candidates (each passed a signal's floor: nothing unrelated gets in):
-# a memory said in the period, or stating it, has its relevance scaled by
-# 1 + PERIOD_BOOST; for a "when" question a memory that states a time (a
-# date, "last weekend", "two days ago") by 1 + WHEN_BOOST. Relevance is the
+# A question that names a period (or places itself before or after one, or
+# an event), asks "when" or asks for the current value re-ranks the top
+# TIME_POOL fused candidates (each passed a signal's floor: nothing unrelated
+# gets in): a memory said in the period, or stating it, has its relevance
+# scaled by 1 + PERIOD_BOOST; for a "when" question a memory that states a
+# time (a date, "last weekend", "two days ago") by 1 + WHEN_BOOST; for a
+# "now" question the latest statement by 1 + RECENCY_BOOST. Relevance is the
 # fused RRF score (BM25 for the `lexical` policy); ties keep the newer first.
-# docs/RETRIEVAL.md, "Time", has the measurement.
+# docs/RETRIEVAL.md, "Time", has the sweep behind each constant.
 TIME_POOL = 20
 PERIOD_BOOST = 2.0
 WHEN_BOOST = 0.5
@@ -370,9 +372,9 @@ SELECT said_at FROM matches WHERE owner_id = %(owner)s ORDER BY matched DESC, sa
 """
 
 
-def anchor_time(*, owner_id: int, words: str, exclude_id: int) -> datetime | None:
+def anchor_time(*, owner_id: int, text: str, exclude_id: int) -> datetime | None:
     """When the owner said the event an anchor names ("i moved"), or None when nothing matches its words."""
-    terms = query_terms(owner_id=owner_id, text=words, exclude_id=exclude_id)
+    terms = query_terms(owner_id=owner_id, text=text, exclude_id=exclude_id)
     if not terms.lexemes:
         return None
     params: dict[str, Any] = {
@@ -395,7 +397,7 @@ def with_anchors(cues: TimeCues, *, owner_id: int, exclude_id: int) -> TimeCues:
     """`cues` with each anchor that names an event of the history turned into the period before or after it."""
     periods = list(cues.periods)
     for anchor in cues.anchors:
-        when = anchor_time(owner_id=owner_id, words=anchor.words, exclude_id=exclude_id)
+        when = anchor_time(owner_id=owner_id, text=anchor.words, exclude_id=exclude_id)
         if when is not None:
             periods.append(anchored(anchor, when))
     return replace(cues, periods=tuple(periods))
@@ -420,28 +422,39 @@ def _said_order(item: ContextItem) -> tuple[float, int]:
     return (item.said_at.timestamp() if item.said_at is not None else 0.0, item.seq)
 
 
-def latest_statements(items: list[ContextItem], question: str) -> set[int]:
+# Which of the question's lexemes each candidate's own text holds (its
+# content, not the `search` column, which may index more than the message).
+# A past question states nothing (QUESTION_WEIGHT), so it is never the latest statement.
+_SHARED_SQL = """
+WITH asked AS MATERIALIZED (SELECT unnest(tsvector_to_array(to_tsvector('english', %(question)s))) AS lexeme)
+SELECT m.id, ARRAY(
+    SELECT unnest(tsvector_to_array(to_tsvector('english', m.content))) INTERSECT SELECT lexeme FROM asked
+)
+FROM chat_message m WHERE m.id = ANY(%(ids)s) AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+"""
+
+
+def latest_statements(items: list[ContextItem], question: str, terms: QueryTerms) -> set[int]:
     """Ids of the candidates that restate, later, a thing an older candidate said: latest statement wins.
 
-    Two candidates state the same thing when they share a word of the
-    question (a word of three letters or more, as written: "job" in "my new
-    job" and "a new job"); of each such pair the newer is kept. Linear in
-    the candidates' words (chat/temporal.py's `words`).
+    Two candidates state the same thing when each text holds every lexeme
+    of the question that the lexical signal matched (`terms`: english
+    config, stop words never count; "job" in "my new job" and "a new job");
+    of the candidates that do, the newest (by `said_at`, then seq) is kept.
+    Every lexeme, not any: "Where does Tomás live now?" must not prefer this
+    week's "living room" to the only statement about Tomás.
     """
-    asked = {word for word in words(question) if len(word) >= 3}
-    newest: dict[str, tuple[tuple[float, int], int]] = {}
-    seen: dict[str, int] = {}
-    for item in items:
-        for word in asked.intersection(words(item.content)):
-            seen[word] = seen.get(word, 0) + 1
-            order = _said_order(item)
-            if word not in newest or newest[word][0] < order:
-                newest[word] = (order, item.id)
-    return {newest[word][1] for word, count in seen.items() if count > 1}
+    if not terms.lexemes:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_SHARED_SQL, {"question": question, "ids": [item.id for item in items]})
+        shared = {id_: set(lexemes) for id_, lexemes in cursor.fetchall()}
+    same = [item for item in items if shared.get(item.id, set()) >= set(terms.lexemes)]
+    return {max(same, key=_said_order).id} if len(same) > 1 else set()
 
 
 def time_rerank(
-    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str
+    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str, terms: QueryTerms
 ) -> list[tuple[ContextItem, float]]:
     """`ranked` (item, relevance) re-ordered by relevance scaled by `time_boost`, newer first on ties.
 
@@ -452,7 +465,7 @@ def time_rerank(
     """
     boosted = [(item, relevance * time_boost(item, cues)) for item, relevance in ranked]
     if cues.asks_current:
-        latest = latest_statements([item for item, _ in boosted], question)
+        latest = latest_statements([item for item, _ in boosted], question, terms)
         boosted = [(item, score * (1 + RECENCY_BOOST) if item.id in latest else score) for item, score in boosted]
     return sorted(boosted, key=lambda pair: (-pair[1], -pair[0].seq))
 
