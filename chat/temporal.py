@@ -59,7 +59,7 @@ MONTHS = {
     for name in names
 }
 # Words that are also months' names or abbreviations in plain English: a month only in a month's place.
-AMBIGUOUS_MONTHS = {"may", "mar", "jan", "jun", "dec", "sept", "oct", "nov", "aug", "apr", "feb", "jul", "sep"}
+AMBIGUOUS_MONTHS = {"may", "march", "mar", "jan", "jun", "dec", "sept", "oct", "nov", "aug", "apr", "feb", "jul", "sep"}
 # The first month of each season (northern hemisphere), three months long; winter starts in December.
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend"}

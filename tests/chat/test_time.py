@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from chat import imports
 from chat.importers import parse_file
-from chat.llm import ContextItem, build_prompt
+from chat.llm import ContextItem, OpenAIResponder, build_prompt
 from chat.models import Message
 from chat.selectors import context_retrieve
 from chat.temporal import EARLIEST, LATEST, MAX_CHARS, Anchor, Period, time_cues
@@ -71,6 +71,13 @@ def test_a_message_said_here_is_said_when_the_server_stored_it(thread):
 def test_prompt_shows_each_memorys_date():
     item = ContextItem(id=7, seq=3, role="user", content="I live in Paris.", score=0.8, said_at=_day(2023, 5, 7))
     assert '<memory id="3" date="2023-05-07" role="user">\nI live in Paris.\n</memory>' in build_prompt([item], "?")
+
+
+def test_the_openai_responders_prompt_dates_each_memory(openai_server):
+    item = ContextItem(id=7, seq=3, role="user", content="I live in Paris.", score=0.8, said_at=_day(2023, 5, 7))
+    OpenAIResponder().complete(context=[item], user_message="Where did I live in May?")
+    [request] = openai_server.requests
+    assert '<memory id="3" date="2023-05-07" role="user">' in request["body"]["messages"][1]["content"]
 
 
 def test_retrieved_memories_come_with_when_they_were_said(thread):
