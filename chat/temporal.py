@@ -86,6 +86,8 @@ YEAR_MIN, YEAR_MAX = 1900, 2100
 # "before I moved", "after the move", "since the wedding": the event is the next few words.
 RELATIONS = {"before": "before", "after": "after", "since": "after"}
 ANCHOR_WORDS = 3
+REF_EARLIEST = datetime(YEAR_MIN + 1, 1, 1, tzinfo=UTC)
+REF_LATEST = datetime(YEAR_MAX - 1, 12, 31, tzinfo=UTC)
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, tzinfo=UTC)
 
@@ -145,15 +147,20 @@ def _months(year: int, month: int, count: int = 1) -> Period:
     return Period(_day(date(year, month, 1)), _day(date(year + end_month // 12, end_month % 12 + 1, 1)))
 
 
+def _digits(token: str) -> bool:
+    # ASCII only: "²" is a digit to `isdigit` but not to `int`.
+    return token.isascii() and token.isdigit()
+
+
 def _year(token: str) -> int | None:
-    if len(token) == 4 and token.isdigit() and YEAR_MIN <= int(token) <= YEAR_MAX:
+    if len(token) == 4 and _digits(token) and YEAR_MIN <= int(token) <= YEAR_MAX:
         return int(token)
     return None
 
 
 def _day_of_month(token: str) -> int | None:
     digits = token[:-2] if token[-2:] in ("st", "nd", "rd", "th") else token
-    if 1 <= len(digits) <= 2 and digits.isdigit() and 1 <= int(digits) <= 31:
+    if 1 <= len(digits) <= 2 and _digits(digits) and 1 <= int(digits) <= 31:
         return int(digits)
     return None
 
@@ -210,7 +217,7 @@ def _relative(tokens: list[str], i: int, ref: datetime) -> Period | None:
         return Period(today - timedelta(days=1), today)
     if token == "ago" and i >= 2 and before in UNITS:
         count = tokens[i - 2]
-        n = int(count) if count.isdigit() and len(count) <= 3 else NUMBERS.get(count)
+        n = int(count) if _digits(count) and len(count) <= 3 else NUMBERS.get(count)
         if n is None:
             return None
         span = UNITS[before]
@@ -240,6 +247,9 @@ def _relative(tokens: list[str], i: int, ref: datetime) -> Period | None:
 
 def time_cues(text: str, ref: datetime) -> TimeCues:
     """The periods `text` names, resolved against `ref` (when it was said), and whether it asks or states a time."""
+    # A time outside the years read (an imported "0001-01-01") is read as the
+    # nearest edge, so no period can fall off the calendar.
+    ref = min(max(ref, REF_EARLIEST), REF_LATEST)
     tokens = words(text)
     periods: list[Period] = []
     asks_when = False
@@ -256,7 +266,7 @@ def time_cues(text: str, ref: datetime) -> TimeCues:
             asks_when = True
         if _is_month(tokens, i):
             periods.append(_month_period(tokens, i, MONTHS[token], ref))
-        elif token.isdigit() and (year := _year(token)) is not None and not _after_month(tokens, i):
+        elif _digits(token) and (year := _year(token)) is not None and not _after_month(tokens, i):
             # A year alone ("in 2023"); "May 2023" and "May 7 2023" were read with their month.
             periods.append(Period(_day(date(year, 1, 1)), _day(date(year + 1, 1, 1))))
         elif token in SEASONS and before in ("this", "in", "the", "next"):
@@ -293,4 +303,5 @@ def anchored(anchor: Anchor, when: datetime) -> Period:
     """The span before or after an event said at `when` (the event itself in neither)."""
     if anchor.relation == "before":
         return Period(EARLIEST, when)
-    return Period(when + timedelta(microseconds=1), LATEST)
+    # Capped first: an imported time may be the calendar's last microsecond.
+    return Period(min(when, LATEST) + timedelta(microseconds=1), LATEST)

@@ -214,7 +214,7 @@ def test_time_cues_tell_a_stated_time_and_a_question_for_the_current_value():
 PIECES = [
     " ", "  ", ",", ".", "?", "-", "\n", "1", "7", "7th", "31", "2023", "1999", "may", "May", "last", "in", "on",
     "next", "summer", "fall", "week", "weeks", "days", "ago", "two", "a", "when", "what", "date", "how", "long",
-    "yesterday", "now", "current", "monday", "weekend", "before", "after", "since", "é", "日", "_", "x",
+    "yesterday", "now", "current", "monday", "weekend", "before", "after", "since", "é", "日", "_", "x", "²", "٢",
 ]  # fmt: skip
 BOUND_S = 0.1
 
@@ -230,6 +230,21 @@ def _parse_seconds(text: str) -> float:
 def test_time_cues_adversarial_input_is_linear(text: str):
     # CPU time of this thread, generous: a linear read of 2,000 characters takes about a millisecond.
     assert _parse_seconds(text[:MAX_CHARS]) < BOUND_S
+
+
+def test_time_cues_read_only_ascii_digits_as_numbers():
+    assert time_cues("In ²⁰²³ and ٢٠٢٣, ² weeks ago, May ²", DECEMBER).periods == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.text(max_size=200), st.lists(st.sampled_from(PIECES), max_size=40).map(" ".join)),
+    st.datetimes(timezones=st.just(UTC)),
+)
+def test_time_cues_take_any_text_at_any_reference_time(text: str, ref: datetime):
+    # An import may date a message in year 1 or 9999; a memory's own "last year" is read against it.
+    cues = time_cues(text, ref)
+    assert all(period.start < period.end for period in cues.periods)
 
 
 def test_time_cues_read_at_most_max_chars():
