@@ -361,7 +361,7 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
                 embedding=unit.vectors.get((conversation.source_id, message.source_id)),
                 imported_from=source,
                 source_id=message.source_id,
-                source_created_at=message.created_at,
+                source_created_at=message.source_time,
                 tool_calls=[
                     {"id": call_id, "name": name, "arguments": arguments}
                     for call_id, name, arguments in message.tool_calls

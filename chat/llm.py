@@ -9,6 +9,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,9 @@ class ContextItem:
     # Which signal brought it into the context: vector, lexical or both;
     # "" when it came by position (window, full), not relevance.
     signal: str = ""
+    # When it was said (`Message.said_at`: the source's time for an import,
+    # the server's otherwise); None only for an item built without a row.
+    said_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,18 @@ class Answer:
     tool_calls: list[dict[str, str]] = field(default_factory=list)
 
 
+def _date(item: ContextItem) -> str:
+    # The day, in UTC, is what a question about time needs ("when did I...",
+    # "last May"); the hour would only add tokens.
+    return "" if item.said_at is None else f' date="{item.said_at.astimezone(UTC).date().isoformat()}"'
+
+
 def build_prompt(context: list[ContextItem], user_message: str) -> str:
-    """The paper's prompt, with each retrieved message delimited as data."""
+    """The paper's prompt, with each retrieved message delimited as data and dated when it was said."""
     # Text is escaped, so a message that contains "</memory>" or "</memories>"
     # cannot close its block early and pass itself off as an instruction.
     memories = "\n".join(
-        f'<memory id="{item.seq}" role="{item.role}">\n{escape(item.content, quote=False)}\n</memory>'
+        f'<memory id="{item.seq}"{_date(item)} role="{item.role}">\n{escape(item.content, quote=False)}\n</memory>'
         for item in context
     )
     return (

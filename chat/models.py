@@ -1,4 +1,5 @@
 import re
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -149,6 +150,18 @@ class Message(models.Model):
     def is_live(self) -> bool:
         return self.status in self.LIVE
 
+    @property
+    def said_at(self) -> datetime:
+        """When it was said: its time in the tool it was imported from, else when DeLLM stored it (SAID_AT_SQL)."""
+        return self.source_created_at or self.created_at
+
+
+# When a message was said, as raw SQL over `chat_message` (unqualified: a
+# query that joins it keeps these two names its own): the rule of `Message.said_at`. Not a column:
+# an import stores the source's time in `source_created_at` and every other
+# door the server's in `created_at`, and neither is ever rewritten, so one
+# expression over the two cannot drift from them (docs/ARCHITECTURE.md, "Time").
+SAID_AT_SQL = "coalesce(source_created_at, created_at)"
 
 # Plain strings for raw SQL parameters (psycopg would send an enum's name).
 LIVE_STATUSES = [str(s) for s in Message.LIVE]

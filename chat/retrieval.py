@@ -27,13 +27,16 @@ question's IDF mass it matches) for the lexical one.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
 from chat.llm import ContextItem
-from chat.models import Message
+from chat.models import SAID_AT_SQL, Message
+from chat.temporal import TimeCues, anchored, time_cues
 from chat.vector_indexes import embedding_cast, vector_query_cursor
 
 LIVE = [str(s) for s in Message.LIVE]
@@ -229,7 +232,7 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
 ), scored AS MATERIALIZED (
     -- A signal's rank counts only if the candidate passes that signal's own
     -- floor, so a weak match on one side cannot lift a candidate.
-    SELECT f.*, m.role, m.content,
+    SELECT f.*, m.role, m.content, {SAID_AT_SQL} AS said_at,
            (CASE WHEN f.by_vector THEN 1.0 / (%(rrf_k)s::float8 + f.vr) ELSE 0 END
             + CASE WHEN f.by_lexical THEN 1.0 / (%(rrf_k)s::float8 + f.lr) ELSE 0 END)
            * CASE WHEN m.role = 'user' AND rtrim(m.content) LIKE '%%?' THEN %(question_weight)s::float8 ELSE 1 END
@@ -237,7 +240,7 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
     FROM fused f JOIN chat_message m ON m.id = f.id
     WHERE f.by_vector OR f.by_lexical
 )
-SELECT id, seq, role, content, vscore, by_vector, by_lexical, rrf
+SELECT id, seq, role, content, vscore, by_vector, by_lexical, rrf, said_at
 FROM scored ORDER BY rrf DESC, seq DESC LIMIT %(k)s
 """
 
@@ -249,7 +252,7 @@ WITH {_LEXICAL_CTE}, topk AS MATERIALIZED (
 SELECT t.id, t.seq, m.role, m.content,
        CASE WHEN m.embedding IS NULL OR %(query)s::vector IS NULL OR m.embedding_model <> %(model)s THEN NULL
             ELSE 1 - (m.embedding <=> %(query)s::vector) END,
-       false, true, t.bm25
+       false, true, t.bm25, {SAID_AT_SQL}
 FROM topk t JOIN chat_message m ON m.id = t.id
 ORDER BY t.bm25 DESC, t.seq DESC
 """
@@ -268,6 +271,7 @@ def hybrid_retrieve(
     probes: int = 10,
     model: str = "",
     dim: int = 0,
+    asked_at: datetime | None = None,
 ) -> list[ContextItem]:
     """Top-k of the owner's live messages by fused (or lexical-only) relevance, most relevant first.
 
@@ -276,6 +280,8 @@ def hybrid_retrieve(
     "both" (fused) or "lexical". Each item's `score` is its cosine
     similarity to the question (0 when either has no embedding)
     and `signal` says which floor it passed: vector, lexical or both.
+    `asked_at` (default now) is when the question was said: "last May" is
+    read against it (`time_rerank`).
     """
     terms = query_terms(owner_id=owner_id, text=text, exclude_id=exclude_id)
     if signals == "lexical" and not terms.lexemes:
@@ -310,18 +316,157 @@ def hybrid_retrieve(
         "rrf_k": RRF_K,
         "question_weight": QUESTION_WEIGHT,
     }
+    cues = with_anchors(time_cues(text, asked_at or timezone.now()), owner_id=owner_id, exclude_id=exclude_id)
+    # A question that speaks of time re-ranks a wider pool (time_rerank).
+    params["k"] = max(k, TIME_POOL) if cues.any else k
     sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
     sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
     with vector_query_cursor(probes=probes) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    items = []
-    for id_, seq, role, content, vscore, by_vector, by_lexical, _ in rows:
+    ranked = []
+    for id_, seq, role, content, vscore, by_vector, by_lexical, relevance, said_at in rows:
         signal = "both" if by_vector and by_lexical else "vector" if by_vector else "lexical"
-        items.append(
-            ContextItem(id=id_, seq=seq, role=role, content=content, score=float(vscore or 0.0), signal=signal)
+        item = ContextItem(
+            id=id_, seq=seq, role=role, content=content, score=float(vscore or 0.0), signal=signal, said_at=said_at
         )
-    return items
+        ranked.append((item, float(relevance)))
+    if cues.any:
+        ranked = time_rerank(ranked, cues, text, terms)
+    return [item for item, _ in ranked[:k]]
+
+
+# --- Time in the question (chat/temporal.py) -----------------------------------
+# A question that names a period (or places itself before or after one, or
+# an event), asks "when" or asks for the current value re-ranks the top
+# TIME_POOL fused candidates (each passed a signal's floor: nothing unrelated
+# gets in): a memory said in the period, or stating it, has its relevance
+# scaled by 1 + PERIOD_BOOST; for a "when" question a memory that states a
+# time (a date, "last weekend", "two days ago") by 1 + WHEN_BOOST; for a
+# "now" question the latest statement by 1 + RECENCY_BOOST. Relevance is the
+# fused RRF score (BM25 for the `lexical` policy); ties keep the newer first.
+# docs/RETRIEVAL.md, "Time", has the sweep behind each constant.
+TIME_POOL = 20
+PERIOD_BOOST = 2.0
+WHEN_BOOST = 0.5
+RECENCY_BOOST = 1.0
+
+
+# The event of "before I moved": the owner's live statement (never a past
+# question) that best matches the anchor's words, the earliest of equals (the
+# event is when it was first told). Bounded like the lexical signal: the
+# anchor's rarest lexemes within MATCH_BUDGET matching rows.
+_ANCHOR_SQL = f"""
+WITH terms AS MATERIALIZED (
+    SELECT lexeme::tsquery AS q, idf FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+), matches AS MATERIALIZED (
+    SELECT m.id, m.owner_id, m.seq, {SAID_AT_SQL} AS said_at,
+           (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
+    FROM chat_message m
+    WHERE m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s AND m.role <> %(tool)s
+      AND m.tool_calls IS NULL AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+      AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
+)
+SELECT said_at FROM matches WHERE owner_id = %(owner)s ORDER BY matched DESC, said_at, seq LIMIT 1
+"""
+
+
+def anchor_time(*, owner_id: int, text: str, exclude_id: int) -> datetime | None:
+    """When the owner said the event an anchor names ("i moved"), or None when nothing matches its words."""
+    terms = query_terms(owner_id=owner_id, text=text, exclude_id=exclude_id)
+    if not terms.lexemes:
+        return None
+    params: dict[str, Any] = {
+        "owner": owner_id,
+        "live": LIVE,
+        "system": SYSTEM,
+        "tool": TOOL,
+        "exclude": exclude_id,
+        "lexemes": terms.lexemes,
+        "idf": terms.idf,
+        "tsquery": _owner_tsquery(owner_id, terms.lexemes),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_ANCHOR_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def with_anchors(cues: TimeCues, *, owner_id: int, exclude_id: int) -> TimeCues:
+    """`cues` with each anchor that names an event of the history turned into the period before or after it."""
+    periods = list(cues.periods)
+    for anchor in cues.anchors:
+        when = anchor_time(owner_id=owner_id, text=anchor.words, exclude_id=exclude_id)
+        if when is not None:
+            periods.append(anchored(anchor, when))
+    return replace(cues, periods=tuple(periods))
+
+
+def time_boost(item: ContextItem, cues: TimeCues) -> float:
+    """The factor a memory's relevance is scaled by for a question with these cues (1: none)."""
+    if not cues.periods and not cues.asks_when:
+        return 1.0
+    stated = time_cues(item.content, item.said_at or timezone.now())
+    factor = 1.0
+    if cues.periods:
+        said = item.said_at is not None and any(period.holds(item.said_at) for period in cues.periods)
+        if said or any(p.overlaps(q) for p in stated.periods for q in cues.periods):
+            factor *= 1 + PERIOD_BOOST
+    if cues.asks_when and stated.states_time:
+        factor *= 1 + WHEN_BOOST
+    return factor
+
+
+def _said_order(item: ContextItem) -> tuple[float, int]:
+    return (item.said_at.timestamp() if item.said_at is not None else 0.0, item.seq)
+
+
+# Which of the question's lexemes each candidate's own text holds (its
+# content, not the `search` column, which may index more than the message).
+# A past question states nothing (QUESTION_WEIGHT), so it is never the latest statement.
+_SHARED_SQL = """
+WITH asked AS MATERIALIZED (SELECT unnest(tsvector_to_array(to_tsvector('english', %(question)s))) AS lexeme)
+SELECT m.id, ARRAY(
+    SELECT unnest(tsvector_to_array(to_tsvector('english', m.content))) INTERSECT SELECT lexeme FROM asked
+)
+FROM chat_message m WHERE m.id = ANY(%(ids)s) AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+"""
+
+
+def latest_statements(items: list[ContextItem], question: str, terms: QueryTerms) -> set[int]:
+    """Ids of the candidates that restate, later, a thing an older candidate said: latest statement wins.
+
+    Two candidates state the same thing when each text holds every lexeme
+    of the question that the lexical signal matched (`terms`: english
+    config, stop words never count; "job" in "my new job" and "a new job");
+    of the candidates that do, the newest (by `said_at`, then seq) is kept.
+    Every lexeme, not any: "Where does Tomás live now?" must not prefer this
+    week's "living room" to the only statement about Tomás.
+    """
+    if not terms.lexemes:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_SHARED_SQL, {"question": question, "ids": [item.id for item in items]})
+        shared = {id_: set(lexemes) for id_, lexemes in cursor.fetchall()}
+    same = [item for item in items if shared.get(item.id, set()) >= set(terms.lexemes)]
+    return {max(same, key=_said_order).id} if len(same) > 1 else set()
+
+
+def time_rerank(
+    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str, terms: QueryTerms
+) -> list[tuple[ContextItem, float]]:
+    """`ranked` (item, relevance) re-ordered by relevance scaled by `time_boost`, newer first on ties.
+
+    A question that asks for the current value ("now", "current") also
+    scales by 1 + RECENCY_BOOST each `latest_statements` candidate: the
+    latest statement of a changed fact wins over the older one it matches as
+    well.
+    """
+    boosted = [(item, relevance * time_boost(item, cues)) for item, relevance in ranked]
+    if cues.asks_current:
+        latest = latest_statements([item for item, _ in boosted], question, terms)
+        boosted = [(item, score * (1 + RECENCY_BOOST) if item.id in latest else score) for item, score in boosted]
+    return sorted(boosted, key=lambda pair: (-pair[1], -pair[0].seq))
 
 
 _NEIGHBOURS_SQL = f"""

@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 
 from chat.embeddings import embed_one
 from chat.llm import ContextItem
-from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
+from chat.models import LIVE_STATUSES, SAID_AT_SQL, ContextEdge, Message, Thread, Turn
 from chat.retrieval import hybrid_retrieve
 from chat.vector_indexes import embedding_cast, vector_query_cursor
 from dellm_site.errors import NotFound, ValidationFailed
@@ -31,7 +31,7 @@ _MESSAGES = Message._meta.db_table
 # column has no dimension; chat/vector_indexes.py).
 _RELEVANT_SQL = f"""
 WITH candidates AS MATERIALIZED (
-    SELECT id, seq, role, content, __EMBEDDING__ <=> %(query)s::vector AS distance
+    SELECT id, seq, role, content, {SAID_AT_SQL} AS said_at, __EMBEDDING__ <=> %(query)s::vector AS distance
     FROM {_MESSAGES}
     WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND id <> %(exclude)s AND role <> %(system)s
       AND role <> %(tool)s AND tool_calls IS NULL
@@ -39,9 +39,10 @@ WITH candidates AS MATERIALIZED (
     ORDER BY __EMBEDDING__ <=> %(query)s::vector
     LIMIT %(candidates)s
 ), topk AS MATERIALIZED (
-    SELECT id, seq, role, content, 1 - distance AS score FROM candidates ORDER BY distance, seq DESC LIMIT %(k)s
+    SELECT id, seq, role, content, 1 - distance AS score, said_at FROM candidates
+    ORDER BY distance, seq DESC LIMIT %(k)s
 )
-SELECT id, seq, role, content, score FROM topk WHERE score >= %(threshold)s ORDER BY score DESC, seq DESC
+SELECT id, seq, role, content, score, said_at FROM topk WHERE score >= %(threshold)s ORDER BY score DESC, seq DESC
 """
 # Candidates re-ranked per query: ties at the k-th distance are broken by
 # recency among these, and an IVFFlat scan yields them from its probed lists.
@@ -57,7 +58,8 @@ IVFFLAT_PROBES = 20
 _RECENT_SQL = f"""
 SELECT id, seq, role, content,
        CASE WHEN embedding_model = %(model)s THEN COALESCE(1 - (embedding <=> %(query)s::vector), 0) ELSE 0 END
-       AS score
+       AS score,
+       {SAID_AT_SQL} AS said_at
 FROM {_MESSAGES}
 WHERE owner_id = %(owner)s AND status = ANY(%(live)s) AND seq < %(before)s AND role <> %(system)s
   AND role <> %(tool)s AND tool_calls IS NULL
@@ -102,6 +104,7 @@ def context_retrieve(
             probes=IVFFLAT_PROBES,
             model=message.embedding_model,
             dim=dim,
+            asked_at=message.said_at,
         )
     # A message with nothing to embed has no neighbours by similarity.
     if policy == "none" or (policy == "vector" and message.embedding is None):
@@ -129,7 +132,10 @@ def context_retrieve(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     signal = "vector" if policy == "vector" else ""
-    items = [ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4]), signal=signal) for r in rows]
+    items = [
+        ContextItem(id=r[0], seq=r[1], role=r[2], content=r[3], score=float(r[4]), signal=signal, said_at=r[5])
+        for r in rows
+    ]
     if policy != "vector":
         items.reverse()
     return items

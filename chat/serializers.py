@@ -66,6 +66,11 @@ class MessageSerializer(serializers.ModelSerializer):
     tool_call_id = serializers.SerializerMethodField(
         help_text="A `tool` message (a client's result): the id of the call it answers; empty otherwise."
     )
+    said_at = serializers.DateTimeField(
+        read_only=True,
+        help_text="When it was said: an imported message's time in the tool it came from, else `created_at` "
+        "(the time its prompt shows and its retrieval ranks by).",
+    )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
         "An imported reply derives from every earlier message of its conversation: its real provenance is unknown."
@@ -81,6 +86,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "content",
             "status",
             "created_at",
+            "said_at",
             "context",
             "derived",
             "context_detail",

@@ -51,6 +51,10 @@ class ImportedMessage:
     role: str
     text: str
     created_at: datetime | None = None
+    # DeLLM's export: when it was said (`said_at`), if that is not `created_at`
+    # (a message that account had imported): the time the import keeps, while
+    # `created_at` still names the exported row (chat/imports.py, `_own_rows`).
+    said_at: datetime | None = None
     # Position in the whole file when conversations interleave (DeLLM's `seq`).
     order: int | None = None
     # DeLLM's export: the message's id and its thread's id in the account it
@@ -62,6 +66,11 @@ class ImportedMessage:
     # and a `tool` result's call id. Tool steps are never embedded.
     tool_calls: tuple[tuple[str, str, str], ...] = ()
     tool_call_id: str = ""
+
+    @property
+    def source_time(self) -> datetime | None:
+        """The time in the source tool, kept as the message's `source_created_at` (`Message.said_at`)."""
+        return self.said_at or self.created_at
 
     @property
     def is_tool_step(self) -> bool:

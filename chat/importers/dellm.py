@@ -103,6 +103,7 @@ def schema(limits: Limits) -> Obj:
             "content": KEEP,
             "seq": KEEP,
             "created_at": KEEP,
+            "said_at": KEEP,
             "tool_calls": Arr(reducer=lambda: CappedReducer(call, MAX_TOOL_CALLS)),
             "tool_call_id": KEEP,
         }
@@ -287,6 +288,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                         role=message["role"],
                         text=check_text(content, f"{where}.content", limits),
                         created_at=iso_datetime(message.get("created_at"), f"{where}.created_at"),
+                        # An export older than `said_at` has `created_at` only.
+                        said_at=iso_datetime(message.get("said_at"), f"{where}.said_at"),
                         order=seq,
                         exported_id=_exported(message_id),
                         exported_thread=_exported(thread_id),

@@ -14,7 +14,12 @@ in other words. Every question is labelled with its evidence messages:
 - `updated`: the fact changed later (a move, a new job); only the latest
   statement is evidence;
 - `none`: nothing in the history answers it; the right context is empty or
-  unrelated, and the report counts what got in.
+  unrelated, and the report counts what got in;
+- `temporal`: asked by when it happened ("Which event was it that I went
+  to in March 2024?"): the evidence is every event said in that month. Sessions are
+  dated, one every SESSION_GAP from SESSION_START (stored as an import's
+  source times), so the month is known; these questions come last, drawn
+  from their own generator, so the other kinds' conversations are unchanged.
 
 Conversation `i` depends only on (seed, i). Facts, fillers and questions are
 drawn from pools wide enough that words repeat across unrelated messages,
@@ -23,6 +28,7 @@ as they do in real chats (names, places, "work", "weekend").
 
 import random
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 FIRST_NAMES = [
     "Maya", "Jonas", "Priya", "Tomás", "Leila", "Hugo", "Ines", "Kwame", "Sofia", "Ravi", "Elena", "Marcus",
@@ -58,6 +64,9 @@ EVENTS = [
 ]  # fmt: skip
 DAYS = ["last Monday", "on Tuesday", "on Friday night", "last weekend", "on Sunday morning", "two days ago"]
 RELATIONS = ["sister", "brother", "cousin", "best friend", "neighbour", "flatmate"]
+# When session 1 was said, and the time between sessions: 20 sessions span January to May 2024.
+SESSION_START = datetime(2024, 1, 8, 18, tzinfo=UTC)
+SESSION_GAP = timedelta(days=7)
 
 # Everyday filler: words overlap with the facts' vocabulary on purpose.
 FILLER = [
@@ -121,6 +130,8 @@ class Conversation:
     key: str
     sessions: list[list[Turn]] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    # When each session was said (None: when it is stored, as for TOFU).
+    dates: list[datetime] | None = None
 
 
 def _facts(rng: random.Random) -> tuple[list[tuple[str, str]], list[Question], list[Question]]:
@@ -220,8 +231,27 @@ def conversation_generate(*, seed: int, index: int, sessions: int = 20, turns_pe
                 session.append(Turn("user", fact[1], key=fact[0]))
             session.append(Turn("assistant", rng.choice(REPLIES).format(adj2=rng.choice(ADJ2))))
         conversation.sessions.append(session)
-    conversation.questions = questions + absent
+    conversation.dates = [SESSION_START + SESSION_GAP * s for s in range(sessions)]
+    conversation.questions = questions + absent + _temporal(conversation, seed=seed, index=index)
     return conversation
+
+
+def _temporal(conversation: Conversation, *, seed: int, index: int) -> list[Question]:
+    """One question per month in which an event was said: which event, by month; evidence all of that month's."""
+    assert conversation.dates is not None
+    by_month: dict[tuple[int, int], list[str]] = {}
+    for said, session in zip(conversation.dates, conversation.sessions, strict=True):
+        for turn in session:
+            if turn.key.startswith("event"):
+                by_month.setdefault((said.year, said.month), []).append(turn.key)
+    rng = random.Random(f"cm-time-{seed}-{index}")
+    questions = []
+    for (year, month), keys in sorted(by_month.items()):
+        name = datetime(year, month, 1).strftime("%B")
+        # "went" is the events' own word: all of them are found, and only their time tells them apart.
+        text = rng.choice(["Which event was it that I went to in {m} {y}?", "What was the thing I went to in {m} {y}?"])
+        questions.append(Question(text.format(m=name, y=year), "temporal", tuple(keys)))
+    return questions
 
 
 def conversations_generate(*, seed: int, count: int, sessions: int = 20) -> list[Conversation]:

@@ -42,9 +42,16 @@ def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str
     vectors = iter(embedder.embed(texts))
     model = getattr(embedder, "model_name", "")
     branches, keys = [], []
-    for number, session in enumerate(conversation.sessions, 1):
+    dates = conversation.dates or [None] * len(conversation.sessions)
+    for number, (session, said) in enumerate(zip(conversation.sessions, dates, strict=True), 1):
         thread = Thread.objects.create(owner=owner, title=f"session {number}")
-        items = [Supplied(role=t.role, content=t.text, embedding=next(vectors), embedding_model=model) for t in session]
+        # A dated session is stored as an import is: its time is the source's (`Message.said_at`).
+        items = [
+            Supplied(
+                role=t.role, content=t.text, embedding=next(vectors), embedding_model=model, source_created_at=said
+            )
+            for t in session
+        ]
         branches.append(Branch(thread_id=thread.pk, items=items))
         keys += [turn.key for turn in session]
     # Nothing is removed in a fresh history, so every message lands, in order.
@@ -206,7 +213,7 @@ def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
     for row in kinds:
         embedder, policy, kind = row["group"]
         by_kind.setdefault((embedder, policy), {})[kind] = row["recall@5"]
-    kind_names = ("anchored", "paraphrase", "indirect", "updated")
+    kind_names = ("anchored", "paraphrase", "indirect", "updated", "temporal")
     kind_lines = [
         "| embedder | policy | " + " | ".join(kind_names) + " |\n|" + "---|" * (2 + len(kind_names)),
         *(
