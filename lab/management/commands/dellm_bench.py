@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.erasure_partitions import erasure_partition_bench
 from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
@@ -44,6 +45,7 @@ PARTS = (
     "thread_page",
     "redaction",
     "import_memory",
+    "erase_partition",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -56,6 +58,7 @@ SELF_CONTAINED = {
     "thread_page",
     "redaction",
     "import_memory",
+    "erase_partition",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -130,6 +133,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
         )
+        parser.add_argument(
+            "--erase-messages", type=int, default=5_000_000, help="erase_partition: rows of its messages-like table."
+        )
+        parser.add_argument("--erase-users", type=int, default=1_000, help="erase_partition: owners they belong to.")
+        parser.add_argument("--erase-partitions", type=int, default=16, help="erase_partition: hash partitions.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -240,6 +248,10 @@ class Command(BaseCommand):
                 megabytes=options["import_memory_mb"],
                 refused_megabytes=options["import_memory_refused_mb"],
                 conversations=options["import_memory_conversations"],
+            )
+        if part == "erase_partition":
+            return erasure_partition_bench(
+                messages=options["erase_messages"], users=options["erase_users"], partitions=options["erase_partitions"]
             )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
