@@ -9,11 +9,16 @@ distribution columns paired (both rows on the same shard). A reference or
 coordinator-local table cannot reference a distributed one.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytest
 from django.apps import apps
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from pglast import ast, parse_sql
+from pglast.enums import A_Expr_Kind, BoolExprType
+
+from tests.helpers import client_for
 
 # The placement docs/SCALING.md describes.
 DISTRIBUTED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
@@ -154,3 +159,204 @@ def test_every_table_of_ours_has_a_placement(db):
 def test_the_product_schema_follows_citus_rules(db):
     # Passes once the per-owner tables are partitioned by owner_id with owner_id in every key (issue 23, item 1).
     assert citus_violations(distributed=DISTRIBUTED, reference=REFERENCE) == []
+
+
+# --- No cross-owner joins: every per-owner table a product statement reads or writes is pinned to one owner ---
+
+_STATEMENTS = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt)
+
+
+def _walk(node: object, *, into_statements: bool) -> Iterator[ast.Node]:
+    """`node` and every node below it; below a nested statement only with `into_statements`."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, ast.Node):
+            yield item
+            if into_statements or item is node or not isinstance(item, _STATEMENTS):
+                stack.extend(getattr(item, name) for name in item.__slots__)
+
+
+def _conjuncts(node: object) -> Iterator[ast.Node]:
+    """The terms ANDed together at the top of a condition (a term under OR or NOT pins nothing)."""
+    if isinstance(node, ast.BoolExpr) and node.boolop == BoolExprType.AND_EXPR:
+        for arg in node.args:
+            yield from _conjuncts(arg)
+    elif isinstance(node, ast.Node):
+        yield node
+
+
+def _constant(node: object) -> bool:
+    while isinstance(node, ast.TypeCast):
+        node = node.arg
+    return isinstance(node, (ast.A_Const, ast.ParamRef))
+
+
+def unpinned_tables(statement: str, *, tables: Iterable[str], column: str = "owner_id") -> list[str]:
+    """The per-owner `tables` a SQL statement touches without `column` = one value for each (sorted, with alias).
+
+    A table is pinned by `alias.owner_id = <constant>` (or `IN (<one constant>)`)
+    among the ANDed terms of its statement's WHERE or a JOIN's ON, by an
+    INSERT that sets owner_id, or by `alias.owner_id = other.owner_id` with a
+    pinned `other` (what lets PostgreSQL prune every table to one partition and
+    Citus route the statement to one shard). A nested statement resolves an
+    alias it does not define in the statement around it.
+    """
+    tables = set(tables)
+    parents: dict[int, ast.Node | None] = {}
+    scopes: dict[int, dict[str, str]] = {}  # id(statement): {alias: table}
+    order = []
+    for root in parse_sql(statement):
+        for node in _walk(root.stmt, into_statements=True):
+            if isinstance(node, _STATEMENTS):
+                order.append(node)
+                scopes[id(node)] = {}
+                parents.setdefault(id(node), None)
+                for inner in _walk(node, into_statements=False):
+                    if inner is not node and isinstance(inner, _STATEMENTS):
+                        parents[id(inner)] = node
+                    if isinstance(inner, ast.RangeVar) and inner.relname in tables:
+                        scopes[id(node)][inner.alias.aliasname if inner.alias else inner.relname] = inner.relname
+
+    def resolve(scope: ast.Node | None, alias: str) -> tuple[int, str] | None:
+        while scope is not None:
+            if alias in scopes[id(scope)]:
+                return id(scope), alias
+            scope = parents[id(scope)]
+        return None
+
+    def side(scope: ast.Node, node: object) -> tuple[int, str] | str | None:
+        if _constant(node):
+            return "constant"
+        if isinstance(node, ast.ColumnRef) and getattr(node.fields[-1], "sval", None) == column:
+            if len(node.fields) >= 2:
+                return resolve(scope, node.fields[-2].sval)
+            own = list(scopes[id(scope)])
+            return (id(scope), own[0]) if len(own) == 1 else None
+        return None
+
+    pinned: set[tuple[int, str]] = set()
+    links: list[tuple[tuple[int, str], tuple[int, str]]] = []
+    for scope in order:
+        if isinstance(scope, ast.InsertStmt) and column in {target.name for target in scope.cols or ()}:
+            pinned |= {(id(scope), alias) for alias in scopes[id(scope)]}
+        quals = [getattr(scope, "whereClause", None)]
+        quals += [n.quals for n in _walk(scope, into_statements=False) if isinstance(n, ast.JoinExpr)]
+        for term in (t for qual in quals for t in _conjuncts(qual)):
+            if not isinstance(term, ast.A_Expr) or term.name[-1].sval != "=":
+                continue
+            if term.kind == A_Expr_Kind.AEXPR_IN and len(term.rexpr) == 1:
+                right = side(scope, term.rexpr[0])
+            elif term.kind == A_Expr_Kind.AEXPR_OP:
+                right = side(scope, term.rexpr)
+            else:
+                continue
+            left = side(scope, term.lexpr)
+            for this, other in ((left, right), (right, left)):
+                if isinstance(this, tuple) and other == "constant":
+                    pinned.add(this)
+                elif isinstance(this, tuple) and isinstance(other, tuple):
+                    links.append((this, other))
+    while grown := {b for a, b in links if a in pinned and b not in pinned}:
+        pinned |= grown
+    return sorted(
+        f"{table} {alias}" if alias != table else table
+        for scope in order
+        for alias, table in scopes[id(scope)].items()
+        if (id(scope), alias) not in pinned
+    )
+
+
+PER_OWNER = {"chat_thread", "chat_message", "chat_contextedge", "chat_turn"}
+
+
+@pytest.mark.parametrize(
+    ("sql", "unpinned"),
+    [
+        ("SELECT id FROM chat_message WHERE owner_id = 5 AND status = 'active'", []),
+        ('SELECT "chat_message"."id" FROM "chat_message" WHERE "chat_message"."owner_id" IN (5)', []),
+        ("SELECT id FROM chat_message WHERE id = 7", ["chat_message"]),
+        ("SELECT id FROM chat_message WHERE owner_id = ANY('{1,2}')", ["chat_message"]),
+        ("SELECT id FROM chat_message WHERE owner_id = 5 OR status = 'active'", ["chat_message"]),
+        # A join pinned through the owner on both sides, or each side pinned: one shard.
+        (
+            "SELECT m.id FROM chat_message m JOIN chat_contextedge e ON e.source_id = m.id "
+            "AND e.owner_id = m.owner_id WHERE m.owner_id = 5",
+            [],
+        ),
+        (
+            "SELECT m.id FROM chat_message m JOIN chat_contextedge e ON e.source_id = m.id "
+            "WHERE m.owner_id = 5 AND e.owner_id = 5",
+            [],
+        ),
+        # A cross-owner join: the edge's owner is free.
+        (
+            "SELECT m.id FROM chat_message m JOIN chat_contextedge e ON e.source_id = m.id WHERE m.owner_id = 5",
+            ["chat_contextedge e"],
+        ),
+        (
+            "WITH RECURSIVE dep(id) AS (SELECT id FROM chat_message WHERE owner_id = 5 UNION "
+            "SELECT e.target_id FROM chat_contextedge e JOIN dep ON e.source_id = dep.id WHERE e.owner_id = 5) "
+            "SELECT id FROM dep",
+            [],
+        ),
+        (
+            "SELECT t.id FROM chat_thread t WHERE t.owner_id = 5 AND EXISTS "
+            "(SELECT 1 FROM chat_message m WHERE m.thread_id = t.id AND m.owner_id = t.owner_id)",
+            [],
+        ),
+        (
+            "SELECT t.id FROM chat_thread t WHERE t.owner_id = 5 AND EXISTS "
+            "(SELECT 1 FROM chat_message m WHERE m.thread_id = t.id)",
+            ["chat_message m"],
+        ),
+        ("INSERT INTO chat_message (owner_id, thread_id) VALUES (5, 1)", []),
+        ("UPDATE chat_turn SET status = 'done' WHERE id = 3", ["chat_turn"]),
+        ("DELETE FROM chat_contextedge WHERE owner_id = 5 AND target_id = 3", []),
+    ],
+)
+def test_unpinned_tables_finds_what_a_statement_leaves_to_any_owner(sql, unpinned):
+    assert unpinned_tables(sql, tables=PER_OWNER) == unpinned
+
+
+def test_product_requests_pin_every_per_owner_table_to_the_owner(owner, thread):
+    """A user's chat, search, provenance, graph, deletion and export: each statement names the owner of every
+    per-owner table it touches, so each runs on one partition, or one Citus shard.
+
+    The statements are captured as they run (their SQL with the values), so
+    the ORM's and the raw SQL's are checked alike. Passes once every product
+    query names its owner (issue 23, item 1).
+    """
+    from chat.services import turn_create, turn_run
+
+    api = client_for(owner)
+    with CaptureQueriesContext(connection) as queries:
+        for text in ("I live in Paris", "Where do I live?"):
+            turn_run(turn_id=turn_create(thread=thread, content=text, enqueue=False).pk)
+        first = thread.messages.order_by("seq").first()
+        gets = [
+            "/api/threads/",
+            f"/api/threads/{thread.pk}/",
+            f"/api/messages/?thread={thread.pk}",
+            "/api/messages/?q=Paris",
+            f"/api/messages/{first.pk}/",
+            f"/api/messages/{first.pk}/dependents/",
+            f"/api/graph/?thread={thread.pk}",
+        ]
+        for url in gets:
+            assert api.get(url).status_code == 200, url
+        export = api.get("/api/export/")
+        assert export.status_code == 200 and b"".join(export.streaming_content)
+        preview = api.post("/api/deletions/", {"select": {"exact": "Paris"}, "mode": "purge"}, format="json")
+        assert preview.status_code == 201
+        assert api.post(f"/api/deletions/{preview.json()['id']}/confirm/").status_code == 200
+        assert api.get("/api/deletions/").status_code == 200
+    tables = set(DISTRIBUTED)
+    found = {
+        " ".join(query["sql"].split())[:300]: unpinned
+        for query in queries.captured_queries
+        if (unpinned := unpinned_tables(query["sql"], tables=tables))
+    }
+    assert found == {}
