@@ -71,7 +71,7 @@ def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int |
     transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))
 
 
-def owner_tables(owner_ids: Iterable[int]) -> list[str]:
+def _owner_tables(owner_ids: Iterable[int]) -> list[str]:
     """The relations holding these owners' rows of every text table: their partitions, or the tables."""
     owners = sorted(set(owner_ids))
     return list(dict.fromkeys(partition_of(table=table, owner_id=owner) for table in text_tables() for owner in owners))
@@ -79,7 +79,7 @@ def owner_tables(owner_ids: Iterable[int]) -> list[str]:
 
 def vacuum(*, owner_id: int) -> list[str]:
     """VACUUM (ANALYZE) the owner's part of every table with a text column; returns them. Outside a transaction."""
-    tables = owner_tables([owner_id])
+    tables = _owner_tables([owner_id])
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.SQL(", ").join(map(sql.Identifier, tables))))
     return tables
@@ -94,7 +94,7 @@ def compact(*, owner_ids: Iterable[int]) -> list[str]:
     partitioned table, the owners' partitions only, so only owners who share
     one wait.
     """
-    tables = owner_tables(owner_ids)
+    tables = _owner_tables(owner_ids)
     with connection.cursor() as cursor:
         for table in tables:
             # One at a time: each lock is held for its own rewrite only.

@@ -2,8 +2,10 @@
 
 Each `Place` says what of the text it holds, how a purge reaches it, within
 what bound, and which test proves it. The eraser acts on the registry (the
-scrub rebuilds every index registered `REINDEX`, the vacuum covers every
-table with a text column), the registry test (tests/provenance/test_erasure.py)
+scrub rebuilds the purging owners' part of every index registered `REINDEX`,
+the vacuum and the compaction cover the owner's part of every table with a
+text column: their partitions where a table is partitioned by owner), the
+registry test (tests/provenance/test_erasure.py)
 fails when a table listed here gains a column or an index that is not, or
 when any other table of the database could hold text and `NO_TEXT_TABLES`
 does not say why it holds no message text, and
@@ -508,7 +510,7 @@ REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)
 
 
 def text_tables() -> list[str]:
-    """Tables with a text column, chat_message first: what the vacuum after a purge covers."""
+    """Tables with a text column, chat_message first: what the vacuum after a purge covers (the owner's part)."""
     return list(dict.fromkeys(place.name.split(".")[0] for place in TEXT_COLUMNS))
 
 
