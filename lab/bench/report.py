@@ -212,8 +212,9 @@ def _erasure_partition_section(erase: dict) -> list[str]:
         "## Erasure upkeep per partition (issue 23)",
         f"A messages-like table of {erase['messages']:,} short texts with their tsvector over {erase['users']:,} "
         f"owners, plain ({erase['table_mb']:.0f} MB, GIN {erase['gin_mb']:.0f} MB) and hash-partitioned by "
-        f"owner_id into {erase['partitions']} (the owner's partition `{erase['partition']}`: "
-        f"{erase['partition_rows']:,} rows, {erase['partition_mb']:.0f} MB, GIN {erase['partition_gin_mb']:.0f} MB). "
+        f"owner_id into {erase['partitions']} (the owner's partition `{erase['partition']}`, the largest: "
+        f"{erase['partition_rows']:,} rows, {erase['partition_mb']:.0f} MB, GIN {erase['partition_gin_mb']:.0f} MB; "
+        f"the smallest holds {erase['partition_rows_min']:,}). "
         f"One owner's {erase['owner_messages']:,} messages purged in both, then each upkeep step "
         "(`lab/bench/erasure_partitions.py`):",
         _table(["step", "whole table", "the owner's partition"], rows),
