@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.partitions import partition_of
+from chat.vector_indexes import index_name, vector_indexes
 from provenance import erasure
 from provenance.erasure.registry import reindexed, text_tables
 from provenance.models import DeletionRequest
@@ -89,6 +90,11 @@ def _child_indexes() -> dict[str, str]:
         return dict(cursor.fetchall())
 
 
+def _everything() -> list[str]:
+    """What a forced scrub rebuilds: every text index whole, every per-owner vector index (another test's too)."""
+    return [*reindexed(), *sorted(index_name(i.owner_id, i.model, i.dim) for i in vector_indexes())]
+
+
 def _statements(queries: CaptureQueriesContext, verb: str) -> list[str]:
     return [q["sql"] for q in queries.captured_queries if re.match(verb, q["sql"])]
 
@@ -131,13 +137,13 @@ def test_scrub_rebuilds_the_purging_owners_partition_of_every_text_index(owners)
     assert erasure.scrub() == []  # nothing purged since
 
     # Forced: every index whole (the partitioned index rebuilds every partition's).
-    assert erasure.scrub(force=True) == reindexed()
+    assert erasure.scrub(force=True) == _everything()
     assert [name for name in children if _files([name])[name] == after[name]] == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_purge_that_commits_while_a_scrub_runs_is_scrubbed_by_the_next(owner):
-    assert erasure.scrub(force=True) == reindexed()
+    assert erasure.scrub(force=True) == _everything()
     DeletionRequest.objects.create(owner=owner, selector="ids", mode="soft", status="executed")
     DeletionRequest.objects.create(owner=owner, selector="ids", mode="purge", status="previewed")
     assert erasure.scrub() == []  # a soft deletion, a purge not confirmed: nothing to scrub
