@@ -138,7 +138,7 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
         ("selector", "resolved_selector", "threshold"),
         ("mode", "depth", "expire_at"),
         ("status", "outcome"),
-        ("created_at", "confirmed_at", "executed_at", "verified_at", "undone_at"),
+        ("created_at", "confirmed_at", "executed_at", "verified_at", "scrubbed_at", "undone_at"),
         "matched_ids",
         "dependent_ids",
         "deleted_ids",

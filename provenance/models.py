@@ -79,6 +79,9 @@ class DeletionRequest(models.Model):
     # in ids and counts (provenance/verification.py). Null until executed.
     receipt = models.JSONField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
+    # When the eraser's scrub rebuilt the text indexes of this purge's owner (provenance/erasure). Null until
+    # then: the scrub takes every executed purge still null, so one that commits while a scrub runs waits for the next.
+    scrubbed_at = models.DateTimeField(null=True, blank=True)
 
     # Set by `provenance.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.
@@ -94,6 +97,16 @@ class DeletionRequest(models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="deletion_owner_recent"),
             models.Index(fields=["status", "expire_at"], name="deletion_due"),
+            # The scrub's queue: executed purges whose owner's indexes are not rebuilt yet.
+            models.Index(
+                fields=["owner"],
+                name="deletion_unscrubbed",
+                condition=models.Q(
+                    scrubbed_at__isnull=True,
+                    mode__in=["purge", "expire"],
+                    status__in=["executed", "verification_failed"],
+                ),
+            ),
         ]
 
     # Redacted texts offered by the preview that created this object: set by

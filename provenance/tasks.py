@@ -57,12 +57,12 @@ def receipts_sweep_task() -> None:
 
 
 @shared_task(name="provenance.erasure_vacuum", **database_retry_options())
-def erasure_vacuum_task() -> None:
+def erasure_vacuum_task(*, owner_id: int) -> None:
     """After a purge: its old row versions, text included, leave heap, TOAST and indexes (provenance/erasure)."""
     from provenance.erasure import vacuum
 
     # VACUUM cannot run inside a transaction block; Celery tasks run in autocommit mode.
-    tables = vacuum()
+    tables = vacuum(owner_id=owner_id)
     # Table names, not arguments: the log filter withholds non-id arguments.
     logger.info(f"vacuumed {', '.join(tables)} after a purge")
 

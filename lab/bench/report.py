@@ -27,6 +27,8 @@ TARGETS = {
     # Issue 23: the fused retrieval of a 10,000-message user (it was 23 ms p50, 28 ms p95 by exact scan).
     "retrieval_10k": 10.0,
     "index_recall": 0.98,
+    # Issue 23: each erasure upkeep step on the purging owner's partition, as a share of the whole table's time.
+    "erasure_partition_share": 0.25,
 }
 
 
@@ -207,6 +209,7 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
                 "refused" in memory["refused"],
             )
         )
+    out += _erasure_partition_targets(results.get("erase_partition"))
     out += _load_targets(results)
     return out
 
@@ -272,6 +275,50 @@ def _vector_index_section(part: dict) -> list[str]:
         f"`context_retrieve` with the vector policy (threshold off), recall against a NumPy brute force. Fused: the "
         f"default policy at the default thresholds. Owners from {part['min_messages']:,} messages get the IVFFlat "
         "index (`chat.vector_indexes.MIN_MESSAGES`); the HNSW rows are for comparison only (docs/RETRIEVAL.md).",
+    ]
+
+
+_ERASURE_STEPS = (
+    ("vacuum_s", "VACUUM (ANALYZE) (every purge)"),
+    ("reindex_s", "REINDEX INDEX CONCURRENTLY of the GIN index (the scrub)"),
+    ("vacuum_full_s", "VACUUM FULL (the compaction)"),
+)
+
+
+def _erasure_partition_targets(erase: dict | None) -> list[tuple[str, str, bool | None]]:
+    if not erase:
+        return []
+    out = []
+    for key, name in _ERASURE_STEPS:
+        whole, one = erase["whole"][key], erase["partition_steps"][key]
+        out.append(
+            (
+                f"{name} of one owner's partition ({erase['partitions']} partitions, {erase['messages']:,} messages) "
+                f"<= {TARGETS['erasure_partition_share']:.0%} of the whole table's",
+                f"{one:.2f} s vs {whole:.2f} s ({one / whole:.0%})",
+                one <= TARGETS["erasure_partition_share"] * whole,
+            )
+        )
+    return out
+
+
+def _erasure_partition_section(erase: dict) -> list[str]:
+    rows = [
+        [name, f"{erase['whole'][key]:.2f} s", f"{erase['partition_steps'][key]:.2f} s"] for key, name in _ERASURE_STEPS
+    ]
+    load = ", ".join(f"{value:.1f}" for value in erase["load_before"] + erase["load_after"])
+    return [
+        "## Erasure upkeep per partition (issue 23)",
+        f"A messages-like table of {erase['messages']:,} short texts with their tsvector over {erase['users']:,} "
+        f"owners, plain ({erase['table_mb']:.0f} MB, GIN {erase['gin_mb']:.0f} MB) and hash-partitioned by "
+        f"owner_id into {erase['partitions']} (the owner's partition `{erase['partition']}`, the largest: "
+        f"{erase['partition_rows']:,} rows, {erase['partition_mb']:.0f} MB, GIN {erase['partition_gin_mb']:.0f} MB; "
+        f"the smallest holds {erase['partition_rows_min']:,}). "
+        f"One owner's {erase['owner_messages']:,} messages purged in both, then each upkeep step "
+        "(`lab/bench/erasure_partitions.py`):",
+        _table(["step", "whole table", "the owner's partition"], rows),
+        f"Seeding: {erase['seed_s']:.0f} s (generate_series), copy into the partitioned table {erase['copy_s']:.0f} s. "
+        f"Load average (1, 5, 15 min) before and after: {load}.",
     ]
 
 
@@ -913,6 +960,7 @@ def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
     sections += _redaction_section(results["redaction"]) if "redaction" in results else []
     sections += _import_memory_section(results["import_memory"]) if "import_memory" in results else []
     sections += _vector_index_section(results["vector_index"]) if "vector_index" in results else []
+    sections += _erasure_partition_section(results["erase_partition"]) if "erase_partition" in results else []
     report.write_text("\n\n".join(header + sections) + "\n", encoding="utf-8")
     section = out / "README_SECTION.md"
     section.write_text(

@@ -2,8 +2,10 @@
 
 Each `Place` says what of the text it holds, how a purge reaches it, within
 what bound, and which test proves it. The eraser acts on the registry (the
-scrub rebuilds every index registered `REINDEX`, the vacuum covers every
-table with a text column), the registry test (tests/provenance/test_erasure.py)
+scrub rebuilds the purging owners' part of every index registered `REINDEX`,
+the vacuum and the compaction cover the owner's part of every table with a
+text column: their partitions where a table is partitioned by owner), the
+registry test (tests/provenance/test_erasure.py)
 fails when a table listed here gains a column or an index that is not, or
 when any other table of the database could hold text and `NO_TEXT_TABLES`
 does not say why it holds no message text, and
@@ -60,8 +62,8 @@ _T = "tests/provenance/test_erasure.py::"
 _S = "tests/security/test_import_residue.py::"
 _U = "tests/security/test_uploads.py::"
 AT_CONFIRM = "at confirm (the purge's transaction)"
-SCRUB_BOUND = "DELLM_SEARCH_SCRUB_INTERVAL (300 s) plus one rebuild"
-VACUUM_BOUND = "seconds after confirm (the vacuum task enqueued at commit)"
+SCRUB_BOUND = "DELLM_SEARCH_SCRUB_INTERVAL (300 s) plus one rebuild (of one partition's index where partitioned)"
+VACUUM_BOUND = "seconds after confirm (the vacuum task enqueued at commit; one partition's data)"
 
 # Tables that hold text, or sit next to it and must prove they do not: every
 # column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS. Every table
@@ -285,10 +287,14 @@ NO_TEXT_COLUMNS = {
         "undo_removed_ids",
         "receipt",
         "verified_at",
+        "scrubbed_at",
     ),
 }
 
-_REINDEXED = "rebuilt with REINDEX INDEX CONCURRENTLY when a purge ran since the last scrub"
+_REINDEXED = (
+    "rebuilt with REINDEX INDEX CONCURRENTLY after a purge: the purging owners' partitions' indexes where the table "
+    "is hash-partitioned by owner_id, the whole index where it is not"
+)
 _INDEX_TEST = f"{_T}test_purged_word_leaves_every_index_and_heap_file"
 
 
@@ -364,6 +370,7 @@ INDEXES = (
             f"{DELETION}_pkey",
             "deletion_owner_recent",
             "deletion_due",
+            "deletion_unscrubbed",
             "provenance_deletionrequest_owner_id_bbcc5a2a",
             "provenance_deletionrequest_actor_id_23fa57c2",
             "provenance_deletionrequest_confirmed_by_id_f48dd9b2",
@@ -390,7 +397,8 @@ ELSEWHERE = (
         "heap and TOAST",
         "the old row versions a purge UPDATE or DELETE leaves (long values out of line in TOAST)",
         Way.VACUUM,
-        "VACUUM (ANALYZE) of every table above: no tuple, live or dead, holds the text after it",
+        "VACUUM (ANALYZE) of the owner's partition of every table above (the table where not partitioned): no "
+        "tuple, live or dead, holds the text after it",
         VACUUM_BOUND,
         f"{_T}test_purged_word_leaves_every_index_and_heap_file",
     ),
@@ -398,8 +406,8 @@ ELSEWHERE = (
         "page free space",
         "bytes of the vacuumed row versions inside heap and TOAST pages",
         Way.PHYSICAL,
-        "overwritten as later rows fill the page; VACUUM FULL (ACCESS EXCLUSIVE lock) or pg_repack rewrites the "
-        "tables at once",
+        "overwritten as later rows fill the page; `manage.py dellm_compact --owner` (VACUUM FULL of the owner's "
+        "partitions, ACCESS EXCLUSIVE lock on each) or pg_repack rewrites them at once",
         "until reuse, or the next compaction",
         f"{_T}test_purged_word_leaves_every_index_and_heap_file",
     ),
@@ -466,7 +474,7 @@ ELSEWHERE = (
     ),
     Place(
         "Redis: broker, results, cache",
-        "task payloads (ids), throttle counts, stream slots, the scrub's time",
+        "task payloads (ids), throttle counts, stream slots",
         Way.NO_TEXT,
         "tasks take ids only (a /v1 client's system prompt is a stored node, not a payload); results are ignored",
         "",
@@ -504,7 +512,7 @@ REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)
 
 
 def text_tables() -> list[str]:
-    """Tables with a text column, chat_message first: what the vacuum after a purge covers."""
+    """Tables with a text column, chat_message first: what the vacuum after a purge covers (the owner's part)."""
     return list(dict.fromkeys(place.name.split(".")[0] for place in TEXT_COLUMNS))
 
 

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.erasure_partitions import erasure_partition_bench
 from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
@@ -46,6 +47,7 @@ PARTS = (
     "redaction",
     "import_memory",
     "vector_index",
+    "erase_partition",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -59,6 +61,7 @@ SELF_CONTAINED = {
     "redaction",
     "import_memory",
     "vector_index",
+    "erase_partition",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -138,6 +141,11 @@ class Command(BaseCommand):
             default="2000,10000,30000",
             help="vector_index: history sizes (WordLlama vectors of a realistic corpus) searched exactly and by index.",
         )
+        parser.add_argument(
+            "--erase-messages", type=int, default=5_000_000, help="erase_partition: rows of its messages-like table."
+        )
+        parser.add_argument("--erase-users", type=int, default=1_000, help="erase_partition: owners they belong to.")
+        parser.add_argument("--erase-partitions", type=int, default=16, help="erase_partition: hash partitions.")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -252,6 +260,10 @@ class Command(BaseCommand):
         if part == "vector_index":
             sizes = tuple(int(size) for size in options["vector_index_sizes"].split(",") if size.strip())
             return vector_index_bench(sizes=sizes, queries=options["queries"], seed=options["seed"])
+        if part == "erase_partition":
+            return erasure_partition_bench(
+                messages=options["erase_messages"], users=options["erase_users"], partitions=options["erase_partitions"]
+            )
         if part == "throughput":
             # Typical users, not the 2,000-message one the graph page shows.
             owners = [owner for owner, size in users if 5_000 <= size <= 20_000] or [users[-1][0]]
