@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from chat.embeddings import embed_one
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread, Turn
-from chat.retrieval import hybrid_retrieve
+from chat.retrieval import NEIGHBOURS, hybrid_retrieve, neighbours_add
 from chat.vector_indexes import embedding_cast
 from dellm_site.errors import NotFound, ValidationFailed
 
@@ -74,6 +74,7 @@ def context_retrieve(
     threshold: float,
     window: int,
     lexical_floor: float | None = None,
+    neighbours: str | None = None,
 ) -> list[ContextItem]:
     """The past messages that go into the context of the reply to `message`.
 
@@ -85,8 +86,28 @@ def context_retrieve(
     `threshold` is the cosine floor; `lexical_floor` the full-text one
     (default `DELLM_LEXICAL_FLOOR`). Similarity compares only vectors of the
     question's own embedding model, so while `manage.py reembed` switches
-    models the two kinds are never mixed in one ranking.
+    models the two kinds are never mixed in one ranking. `neighbours`
+    (default `chat.retrieval.NEIGHBOURS`) shares the k slots of a relevance
+    policy between matches and the turns next to them (`neighbours_add`).
     """
+    items = _matches(
+        message=message, policy=policy, k=k, threshold=threshold, window=window, lexical_floor=lexical_floor
+    )
+    if policy not in ("relevant", "lexical", "vector"):
+        return items
+    return neighbours_add(
+        owner_id=message.owner_id,
+        items=items,
+        k=k,
+        exclude_id=message.id,
+        mode=NEIGHBOURS if neighbours is None else neighbours,
+    )
+
+
+def _matches(
+    *, message: Message, policy: str, k: int, threshold: float, window: int, lexical_floor: float | None
+) -> list[ContextItem]:
+    """The policy's own context, before neighbours."""
     query = None if message.embedding is None else vector_literal(message.embedding)
     dim = 0 if message.embedding is None else len(message.embedding)
     if policy in ("relevant", "lexical"):

@@ -21,6 +21,7 @@ drawn from pools wide enough that words repeat across unrelated messages,
 as they do in real chats (names, places, "work", "weekend").
 """
 
+import datetime
 import random
 from dataclasses import dataclass, field
 
@@ -114,6 +115,7 @@ class Question:
     text: str
     kind: str  # paraphrase, anchored, indirect, updated, none
     evidence: tuple[str, ...]  # fact keys; empty for `none`
+    stale: tuple[str, ...] = ()  # earlier statements an `updated` fact replaced (not evidence)
 
 
 @dataclass
@@ -121,6 +123,8 @@ class Conversation:
     key: str
     sessions: list[list[Turn]] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    # Each session's date, when the data has them (stored as its messages' source_created_at).
+    dates: list[datetime.datetime] = field(default_factory=list)
 
 
 def _facts(rng: random.Random) -> tuple[list[tuple[str, str]], list[Question], list[Question]]:
