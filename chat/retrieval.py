@@ -369,6 +369,8 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
 # skipping system prompts and tool steps; it enters only if it is live
 # (a deleted reply is never replaced by the message after it). Modes:
 #   none: matches only;
+#   question: a match that is a question ("...?") is followed by the message
+#         after it, its answer; other matches stand alone;
 #   next: each match, in rank order, is followed by the message after it;
 #   both: ... by the message after it, then the one before it;
 #   fill: matches first, then their next neighbours in the slots the
@@ -378,7 +380,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
 # Every item is an edge of the reply: a neighbour in a slot a match would
 # have taken costs nothing more on deletion; one in a slot that would have
 # stayed empty (`fill`, or fewer matches than k) adds an edge.
-NEIGHBOUR_MODES = ("none", "next", "both", "fill")
+NEIGHBOUR_MODES = ("none", "question", "next", "both", "fill")
 NEIGHBOURS = "none"
 
 _NEIGHBOURS_OF_SQL = """
@@ -399,6 +401,11 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) n
 """
+
+
+def is_question(text: str) -> bool:
+    """A turn that asks: its value as a memory is in the reply to it (as `QUESTION_WEIGHT`'s SQL tests it)."""
+    return text.rstrip().endswith("?")
 
 
 def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_id: int, mode: str) -> list[ContextItem]:
@@ -429,7 +436,7 @@ def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_i
             break
         # A match taken earlier as a neighbour keeps its place, and its signal.
         chosen[item.id] = item
-        if mode == "fill":
+        if mode == "fill" or (mode == "question" and not is_question(item.content)):
             continue
         for direction in (1, *directions):
             neighbour = found.get((item.id, direction))

@@ -68,13 +68,20 @@ CUES = [
     "So how was the {event} in {city}?",
     "Did you make it to that {event} in {city} in the end?",
 ]
+# Cues that ask nothing: the reply still completes them.
+STATEMENT_CUES = [
+    "I heard the {event} in {city} was sold out.",
+    "My boss went to the {event} in {city} on Saturday.",
+    "Saw photos of the {event} in {city} everywhere this week.",
+]
 WHEN = [
     "last summer", "last May", "two weeks ago", "back in March", "the weekend before last", "last Christmas",
     "in the autumn", "a couple of months ago", "last year in June", "over Easter", "three days ago", "last winter",
 ]  # fmt: skip
 TRIP_CUES = ["Have you ever been to {city}?", "Do you know {city} at all?", "Is {city} worth a visit, you think?"]
+TRIP_STATEMENT_CUES = ["Thinking of booking a trip to {city} this year.", "My cousin just moved to {city}."]
 TRIP_REPLIES = [
-    "Yes! We went there {when}, the food was unreal.",
+    "Oh! We went there {when}, the food was unreal.",
     "We were there {when}, actually. Rained nonstop but still lovely.",
     "Oh yeah, {when}. I'd move there if I could.",
     "Went {when} with my sister, we walked everywhere.",
@@ -148,8 +155,11 @@ def _episodes(rng: random.Random, names: tuple[str, str]) -> tuple[list[Episode]
         for i in range(2):
             event, city = events.pop(), cities.pop()
             key = f"s{s}-event{i}"
-            cue = rng.choice(CUES).format(event=event, city=city)
-            anywhere.append([(1, cue, ""), (0, rng.choice(REACTIONS), key)])
+            # A third of the cues are statements, not questions.
+            asks = rng.random() < 2 / 3
+            cue = rng.choice(CUES if asks else STATEMENT_CUES).format(event=event, city=city)
+            reaction = rng.choice(REACTIONS) if asks else "I was there! " + rng.choice(REACTIONS)
+            anywhere.append([(1, cue, ""), (0, reaction, key)])
             question = rng.choice(
                 ["How did {name} like the {event} in {city}?", "What did {name} think of the {event}?"]
             )
@@ -159,7 +169,8 @@ def _episodes(rng: random.Random, names: tuple[str, str]) -> tuple[list[Episode]
             city = cities.pop()
             key = f"s{s}-trip{i}"
             reply = rng.choice(TRIP_REPLIES).format(when=rng.choice(WHEN))
-            anywhere.append([(1, rng.choice(TRIP_CUES).format(city=city), ""), (0, reply, key)])
+            cue = rng.choice(TRIP_CUES if rng.random() < 2 / 3 else TRIP_STATEMENT_CUES).format(city=city)
+            anywhere.append([(1, cue, ""), (0, reply, key)])
             questions.append(Question(f"When did {name} go to {city}?", "temporal", (key,)))
         # temporal, in one dated turn.
         what, when = classes.pop(), rng.choice(WHEN)
