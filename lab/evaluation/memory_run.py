@@ -157,28 +157,27 @@ def _evidence(conversation: Conversation) -> list[str]:
     return sorted({key for question in conversation.questions for key in question.evidence})
 
 
+def cascade_sizes(*, history: dict[int, set[int]], contexts: list[list[int]], k: int) -> dict[int, int]:
+    """{evidence id: |Dep|}: what deleting each evidence message would take with it, at context size k.
+
+    `history` is Dep(e) in the stored history (e and the chain replies that
+    derive from it); to it come the replies to every question whose first k
+    context items hold one of those messages, each context item being an edge
+    of its reply. Replies are not stored by the benchmark, so a reply's own
+    dependents are not counted: this is a policy's first hop.
+    """
+    return {e: len(dep) + sum(1 for ids in contexts if not dep.isdisjoint(ids[:k])) for e, dep in history.items()}
+
+
 def _cascades(
     *, owner_id: int, contexts: dict[Setting, list[list[int]]], evidence: list[int]
 ) -> dict[str, dict[int, dict[int, int]]]:
-    """{setting label: {k: {evidence id: |Dep|}}}: what deleting each evidence message would take with it.
-
-    Dep(e) in the stored history (e and the chain replies that derive from it,
-    through `provenance.selectors.dep_ids`), plus the reply to every question
-    whose first k context items hold one of those messages: each context item
-    is an edge of its reply. Replies are not stored here, so a reply's own
-    dependents are not counted: this is the policy's first hop.
-    """
+    """{setting label: {k: {evidence id: |Dep|}}}, Dep in the history through `provenance.selectors.dep_ids`."""
     history = {e: dep_ids(owner_id=owner_id, roots=[e]) for e in evidence}
-    found: dict[str, dict[int, dict[int, int]]] = {}
-    for setting, per_question in contexts.items():
-        found[setting.label] = {
-            k: {
-                e: len(dep) + sum(1 for ids in per_question if not dep.isdisjoint(ids[:k]))
-                for e, dep in history.items()
-            }
-            for k in DEP_KS
-        }
-    return found
+    return {
+        setting.label: {k: cascade_sizes(history=history, contexts=per_question, k=k) for k in DEP_KS}
+        for setting, per_question in contexts.items()
+    }
 
 
 def summarize(records: list[dict], key: Callable[[dict], tuple]) -> list[dict]:
