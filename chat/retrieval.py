@@ -381,7 +381,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
 # have taken costs nothing more on deletion; one in a slot that would have
 # stayed empty (`fill`, or fewer matches than k) adds an edge.
 NEIGHBOUR_MODES = ("none", "question", "next", "both", "fill")
-NEIGHBOURS = "none"
+NEIGHBOURS = "question"
 
 _NEIGHBOURS_OF_SQL = """
 WITH matched AS MATERIALIZED (
