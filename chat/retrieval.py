@@ -383,23 +383,44 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
 NEIGHBOUR_MODES = ("none", "question", "next", "both", "fill")
 NEIGHBOURS = "question"
 
-_NEIGHBOURS_OF_SQL = """
+# Each side is two index scans that stop at their first row: the nearest
+# message shown at its own seq (message_thread_seq) and the nearest rewrite
+# shown at its `place` (message_thread_place, partial: rewrites are few);
+# the nearer of the two is the neighbour (at the same position, the newer:
+# the rewrite, not the message it replaced). Sorting the thread by shown
+# position instead cost 160-200 ms on a 20,000-message thread. The sides
+# filter by thread only (a thread is one owner's; the owner is checked on the
+# row found), so that the planner cannot walk the owner's (owner, seq) index
+# past every other thread's messages.
+_NEIGHBOUR_SIDE = """
+    (SELECT x.id, x.owner_id, x.seq, x.role, x.content, x.status, x.seq AS pos FROM chat_message x
+     WHERE x.thread_id = m.thread_id AND x.place IS NULL AND x.seq __CMP__ m.pos
+       AND x.role <> %(system)s AND x.role <> %(tool)s AND x.tool_calls IS NULL
+     ORDER BY x.seq __DIR__ LIMIT 1)
+    UNION ALL
+    (SELECT x.id, x.owner_id, x.seq, x.role, x.content, x.status, x.place AS pos FROM chat_message x
+     WHERE x.thread_id = m.thread_id AND x.place IS NOT NULL AND x.place __CMP__ m.pos
+       AND x.role <> %(system)s AND x.role <> %(tool)s AND x.tool_calls IS NULL
+     ORDER BY x.place __DIR__, x.seq DESC LIMIT 1)
+"""
+_NEIGHBOURS_OF_SQL = f"""
 WITH matched AS MATERIALIZED (
     SELECT id, thread_id, coalesce(place, seq) AS pos
     FROM chat_message WHERE id = ANY(%(ids)s::bigint[]) AND owner_id = %(owner)s
 )
-SELECT m.id, d.dir, n.id, n.seq, n.role, n.content, n.status = ANY(%(live)s)
-FROM matched m
-CROSS JOIN (VALUES (1), (-1)) AS d(dir)
-CROSS JOIN LATERAL (
-    SELECT x.id, x.seq, x.role, x.content, x.status
-    FROM chat_message x
-    WHERE x.thread_id = m.thread_id AND x.owner_id = %(owner)s AND x.role <> %(system)s AND x.role <> %(tool)s
-      AND x.tool_calls IS NULL
-      AND CASE WHEN d.dir = 1 THEN coalesce(x.place, x.seq) > m.pos ELSE coalesce(x.place, x.seq) < m.pos END
-    ORDER BY d.dir * coalesce(x.place, x.seq), x.seq DESC
-    LIMIT 1
+SELECT m.id, 1, n.id, n.seq, n.role, n.content, n.status = ANY(%(live)s)
+FROM matched m CROSS JOIN LATERAL (
+    SELECT * FROM ({_NEIGHBOUR_SIDE.replace("__CMP__", ">").replace("__DIR__", "ASC")}) s
+    ORDER BY pos, seq DESC LIMIT 1
 ) n
+WHERE n.owner_id = %(owner)s
+UNION ALL
+SELECT m.id, -1, n.id, n.seq, n.role, n.content, n.status = ANY(%(live)s)
+FROM matched m CROSS JOIN LATERAL (
+    SELECT * FROM ({_NEIGHBOUR_SIDE.replace("__CMP__", "<").replace("__DIR__", "DESC")}) s
+    ORDER BY pos DESC, seq DESC LIMIT 1
+) n
+WHERE n.owner_id = %(owner)s
 """
 
 
@@ -420,7 +441,13 @@ def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_i
         return items
     if mode not in NEIGHBOUR_MODES:
         raise ValueError(f"Unknown neighbours mode {mode!r}; use one of {', '.join(NEIGHBOUR_MODES)}.")
-    params = {"ids": [item.id for item in items], "owner": owner_id, "live": LIVE, "system": SYSTEM, "tool": TOOL}
+    params: dict[str, Any] = {
+        "ids": [item.id for item in items],
+        "owner": owner_id,
+        "live": LIVE,
+        "system": SYSTEM,
+        "tool": TOOL,
+    }
     with connection.cursor() as cursor:
         cursor.execute(_NEIGHBOURS_OF_SQL, params)
         rows = cursor.fetchall()

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 
 from chat.embeddings import Embedder
 from chat.models import Thread
+from chat.retrieval import NEIGHBOURS
 from chat.selectors import context_retrieve
 from chat.writer import Branch, Supplied, message_store, transcripts_store
 from lab.evaluation.memory import Conversation
@@ -309,8 +310,9 @@ def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
             "message (questions stay in the history) and its context read with each policy at the configured "
             "thresholds; recall@k is the share of a question's evidence messages in its top k, MRR the mean "
             "reciprocal rank of the first one. `vector` = similarity only, `lexical` = full text only, "
-            "`relevant` = both fused (the default), `window` = the last k messages; `+next`, `+both`, `+fill` "
-            "share the k slots with the matches' neighbours (chat/retrieval.py, NEIGHBOURS). Mean |Dep|: the "
+            "`relevant` = both fused, `window` = the last k messages; `+question`, `+next`, `+both`, `+fill` "
+            "share the k slots with the matches' neighbours (chat/retrieval.py, NEIGHBOURS; a policy without one "
+            f"has none; the product's default is `relevant+{NEIGHBOURS}`). Mean |Dep|: the "
             "messages a deletion of one evidence message would remove, its history's dependents plus the replies "
             "whose first k context items hold one of them (every context item is an edge). Data: "
             + "; ".join(f"{name}: {text}" for name, text in datasets.items())

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chat.llm import ContextItem
 from chat.models import Message
 from chat.retrieval import NEIGHBOUR_MODES, neighbours_add
 from chat.selectors import context_retrieve
@@ -91,6 +92,21 @@ def test_a_deleted_reply_is_never_replaced_nor_shown(chat, question):
         "Did you end up going to the jazz concert in Lisbon?",
         "Hey, long time no see!",
     ]
+
+
+def test_a_rewrite_is_the_neighbour_where_it_is_shown(chat, question, owner):
+    # The reply was rewritten: the rewrite stands at the reply's position, not after the thread's end.
+    Message.objects.filter(pk=chat["reply"].pk).update(status=Message.Status.DELETED)
+    thread = chat["cue"].thread
+    last = make_message(thread, "See you soon?")
+    make_message(thread, "It was wonderful, really.", role="assistant", place=chat["reply"].seq)
+    assert context(question, "next") == [
+        "Did you end up going to the jazz concert in Lisbon?",
+        "It was wonderful, really.",
+    ]
+    # The thread's last message has nothing after it by position, though the rewrite came after it.
+    item = ContextItem(id=last.id, seq=last.seq, role="user", content=last.content, score=0.0)
+    assert neighbours_add(owner_id=owner.pk, items=[item], k=5, exclude_id=question.id, mode="next") == [item]
 
 
 def test_system_and_tool_steps_are_skipped(owner):
