@@ -360,7 +360,7 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
         return {row[0] for row in cursor.fetchall()}
 
 
-# Neighbours within the budget (docs/RETRIEVAL.md, "Neighbours"). In chat the
+# Neighbours within the budget (docs/RETRIEVAL.md, "Neighbours within the budget"). In chat the
 # answer is often the turn next to the one that matches: "Did you go to the
 # concert in Lisbon?" matches a question about the concert, and the reply
 # after it ("Yeah, it was amazing!") is the evidence, with no word of its own
@@ -378,8 +378,9 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
 # The budget is shared greedily, in rank order, so the context is never
 # longer than k, and the first j items of a k-context are the j-context.
 # Every item is an edge of the reply: a neighbour in a slot a match would
-# have taken costs nothing more on deletion; one in a slot that would have
-# stayed empty (`fill`, or fewer matches than k) adds an edge.
+# have taken adds no edge (it replaces one); one in a slot that would have
+# stayed empty (`fill`, or fewer matches than k) adds one, and a bigger
+# cascade when that neighbour is deleted (lab/README.md measures |Dep|).
 NEIGHBOUR_MODES = ("none", "question", "next", "both", "fill")
 NEIGHBOURS = "question"
 
@@ -425,7 +426,11 @@ WHERE n.owner_id = %(owner)s
 
 
 def is_question(text: str) -> bool:
-    """A turn that asks: its value as a memory is in the reply to it (as `QUESTION_WEIGHT`'s SQL tests it)."""
+    """A turn that asks: its value as a memory is in the reply to it.
+
+    The test of `QUESTION_WEIGHT`'s SQL, for either role: in a two-person
+    chat imported as user and assistant, either side asks.
+    """
     return text.rstrip().endswith("?")
 
 
