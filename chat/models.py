@@ -134,6 +134,10 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["owner", "status", "seq"], name="message_owner_status_seq"),
             models.Index(fields=["thread", "seq"], name="message_thread_seq"),
+            # A rewrite's shown position (`place`), for the neighbour lookup (chat/retrieval.py, NEIGHBOURS).
+            models.Index(
+                fields=["thread", "place"], name="message_thread_place", condition=models.Q(place__isnull=False)
+            ),
             GinIndex(fields=["search"], name="message_search_gin"),
         ]
 

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from chat.embeddings import embed_one
 from chat.llm import ContextItem
 from chat.models import LIVE_STATUSES, SAID_AT_SQL, ContextEdge, Message, Thread, Turn
-from chat.retrieval import hybrid_retrieve
+from chat.retrieval import NEIGHBOURS, hybrid_retrieve, neighbours_add
 from chat.vector_indexes import embedding_cast, vector_query_cursor
 from dellm_site.errors import NotFound, ValidationFailed
 
@@ -76,6 +76,7 @@ def context_retrieve(
     threshold: float,
     window: int,
     lexical_floor: float | None = None,
+    neighbours: str | None = None,
 ) -> list[ContextItem]:
     """The past messages that go into the context of the reply to `message`.
 
@@ -87,8 +88,28 @@ def context_retrieve(
     `threshold` is the cosine floor; `lexical_floor` the full-text one
     (default `DELLM_LEXICAL_FLOOR`). Similarity compares only vectors of the
     question's own embedding model, so while `manage.py reembed` switches
-    models the two kinds are never mixed in one ranking.
+    models the two kinds are never mixed in one ranking. `neighbours`
+    (default `chat.retrieval.NEIGHBOURS`) shares the k slots of a relevance
+    policy between matches and the turns next to them (`neighbours_add`).
     """
+    items = _matches(
+        message=message, policy=policy, k=k, threshold=threshold, window=window, lexical_floor=lexical_floor
+    )
+    if policy not in ("relevant", "lexical", "vector"):
+        return items
+    return neighbours_add(
+        owner_id=message.owner_id,
+        items=items,
+        k=k,
+        exclude_id=message.id,
+        mode=NEIGHBOURS if neighbours is None else neighbours,
+    )
+
+
+def _matches(
+    *, message: Message, policy: str, k: int, threshold: float, window: int, lexical_floor: float | None
+) -> list[ContextItem]:
+    """The policy's own context, before neighbours."""
     query = None if message.embedding is None else vector_literal(message.embedding)
     dim = 0 if message.embedding is None else len(message.embedding)
     if policy in ("relevant", "lexical"):

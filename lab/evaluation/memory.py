@@ -123,6 +123,7 @@ class Question:
     text: str
     kind: str  # paraphrase, anchored, indirect, updated, none
     evidence: tuple[str, ...]  # fact keys; empty for `none`
+    stale: tuple[str, ...] = ()  # earlier statements an `updated` fact replaced (not evidence)
 
 
 @dataclass
@@ -130,8 +131,8 @@ class Conversation:
     key: str
     sessions: list[list[Turn]] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
-    # When each session was said (None: when it is stored, as for TOFU).
-    dates: list[datetime] | None = None
+    # Each session's date, when the data has them (stored as its messages' source_created_at).
+    dates: list[datetime] = field(default_factory=list)
 
 
 def _facts(rng: random.Random) -> tuple[list[tuple[str, str]], list[Question], list[Question]]:

@@ -8,6 +8,7 @@ later question competes with earlier ones, as in a real chat. Only ids,
 ranks and counts are recorded, never text.
 """
 
+import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +18,20 @@ from django.db import connection, transaction
 
 from chat.embeddings import Embedder
 from chat.models import Thread
+from chat.retrieval import NEIGHBOURS
 from chat.selectors import context_retrieve
 from chat.writer import Branch, Supplied, message_store, transcripts_store
 from lab.evaluation.memory import Conversation
 from lab.evaluation.systems import USERNAME_PREFIX
+from provenance.selectors import dep_ids
 
-POLICIES = ("vector", "lexical", "relevant")
+POLICIES = ("vector", "lexical", "relevant", "window")
 KS = (1, 3, 5, 10)
+# The neighbour modes measured (chat/retrieval.py, NEIGHBOURS) with each relevance policy.
+NEIGHBOUR_SWEEP = ("none", "question", "next", "both", "fill")
+NEIGHBOUR_POLICIES = ("vector", "lexical", "relevant")
+# The context sizes at which a deletion's cascade is counted (the product's DELLM_CONTEXT_K is 5).
+DEP_KS = (5, 10)
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,11 @@ class Setting:
     policy: str
     threshold: float
     lexical_floor: float | None = None
+    neighbours: str = "none"
+
+    @property
+    def label(self) -> str:
+        return self.policy if self.neighbours == "none" else f"{self.policy}+{self.neighbours}"
 
 
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
@@ -42,15 +55,20 @@ def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str
     vectors = iter(embedder.embed(texts))
     model = getattr(embedder, "model_name", "")
     branches, keys = [], []
-    dates = conversation.dates or [None] * len(conversation.sessions)
-    for number, (session, said) in enumerate(zip(conversation.sessions, dates, strict=True), 1):
-        thread = Thread.objects.create(owner=owner, title=f"session {number}")
-        # A dated session is stored as an import is: its time is the source's (`Message.said_at`).
+    for number, session in enumerate(conversation.sessions, 1):
+        date = conversation.dates[number - 1] if conversation.dates else None
+        title = f"session {number}" + (f", {date:%d %B %Y}" if date else "")
+        thread = Thread.objects.create(owner=owner, title=title)
         items = [
             Supplied(
-                role=t.role, content=t.text, embedding=next(vectors), embedding_model=model, source_created_at=said
+                role=t.role,
+                content=t.text,
+                embedding=next(vectors),
+                embedding_model=model,
+                # A minute a turn from the session's start.
+                source_created_at=date + datetime.timedelta(minutes=i) if date else None,
             )
-            for t in session
+            for i, t in enumerate(session)
         ]
         branches.append(Branch(thread_id=thread.pk, items=items))
         keys += [turn.key for turn in session]
@@ -68,7 +86,7 @@ def conversation_run(
     run_id: str,
     k: int = max(KS),
 ) -> list[dict]:
-    """One record per (question, setting): evidence ranks in the context, context size, latency."""
+    """One record per (question, setting): evidence ranks in the context, context size, cascade, latency."""
     owner = get_user_model().objects.create_user(
         username=f"{USERNAME_PREFIX}{run_id}-cm-{conversation.key}-{embedder_name}"
     )
@@ -78,6 +96,8 @@ def conversation_run(
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE chat_message (id, owner_id, status, seq)")
         question_vectors = embedder.embed([q.text for q in conversation.questions])
+        # Per setting, each question's context (ids, most relevant first): the edges its reply would get.
+        contexts: dict[Setting, list[list[int]]] = {setting: [] for setting in settings_list}
         for number, (question, vector) in enumerate(zip(conversation.questions, question_vectors, strict=True)):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
             message = message_store(
@@ -96,18 +116,20 @@ def conversation_run(
                     policy=setting.policy,
                     k=k,
                     threshold=setting.threshold,
-                    window=0,
+                    window=k,
                     lexical_floor=setting.lexical_floor,
+                    neighbours=setting.neighbours,
                 )
                 ms = (time.perf_counter() - start) * 1000
                 ids = [item.id for item in items]
+                contexts[setting].append(ids)
                 records.append(
                     {
                         "conversation": conversation.key,
                         "question": number,
                         "kind": question.kind,
                         "embedder": setting.embedder,
-                        "policy": setting.policy,
+                        "policy": setting.label,
                         "threshold": setting.threshold,
                         "lexical_floor": setting.lexical_floor,
                         "evidence_ranks": [ids.index(e) + 1 if e in ids else None for e in evidence],
@@ -115,12 +137,48 @@ def conversation_run(
                         "context": len(ids),
                         "signals": [item.signal for item in items],
                         "ms": ms,
+                        "evidence_ids": evidence,
                     }
                 )
+        cascades = _cascades(
+            owner_id=owner.pk, contexts=contexts, evidence=[facts[key] for key in _evidence(conversation)]
+        )
+        for record in records:
+            ids = record.pop("evidence_ids")
+            setting_cascades = cascades[record["policy"]]
+            for dep_k in DEP_KS:
+                record[f"dep@{dep_k}"] = [setting_cascades[dep_k][e] for e in ids]
     finally:
         with transaction.atomic():
             get_user_model().objects.filter(pk=owner.pk).delete()
     return records
+
+
+def _evidence(conversation: Conversation) -> list[str]:
+    return sorted({key for question in conversation.questions for key in question.evidence})
+
+
+def cascade_sizes(*, history: dict[int, set[int]], contexts: list[list[int]], k: int) -> dict[int, int]:
+    """{evidence id: |Dep|}: what deleting each evidence message would take with it, at context size k.
+
+    `history` is Dep(e) in the stored history (e and the chain replies that
+    derive from it); to it come the replies to every question whose first k
+    context items hold one of those messages, each context item being an edge
+    of its reply. Replies are not stored by the benchmark, so a reply's own
+    dependents are not counted: this is a policy's first hop.
+    """
+    return {e: len(dep) + sum(1 for ids in contexts if not dep.isdisjoint(ids[:k])) for e, dep in history.items()}
+
+
+def _cascades(
+    *, owner_id: int, contexts: dict[Setting, list[list[int]]], evidence: list[int]
+) -> dict[str, dict[int, dict[int, int]]]:
+    """{setting label: {k: {evidence id: |Dep|}}}, Dep in the history through `provenance.selectors.dep_ids`."""
+    history = {e: dep_ids(owner_id=owner_id, roots=[e]) for e in evidence}
+    return {
+        setting.label: {k: cascade_sizes(history=history, contexts=per_question, k=k) for k in DEP_KS}
+        for setting, per_question in contexts.items()
+    }
 
 
 def summarize(records: list[dict], key: Callable[[dict], tuple]) -> list[dict]:
@@ -150,6 +208,9 @@ def summarize(records: list[dict], key: Callable[[dict], tuple]) -> list[dict]:
         row["unrelated@5_no_answer"] = (
             sum(min(r["context"], 5) for r in unanswerable) / len(unanswerable) if unanswerable else 0.0
         )
+        for dep_k in DEP_KS:
+            deps = [d for r in answerable for d in r.get(f"dep@{dep_k}", [])]
+            row[f"dep@{dep_k}"] = sum(deps) / len(deps) if deps else 0.0
         ms = sorted(r["ms"] for r in items)
         row["p50_ms"] = ms[len(ms) // 2]
         row["p95_ms"] = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
@@ -179,6 +240,12 @@ def memory_evaluate(
     records: list[dict] = []
     for name, embedder in embedders.items():
         settings_list = [Setting(embedder=name, policy=policy, threshold=threshold) for policy in POLICIES]
+        settings_list += [
+            Setting(embedder=name, policy=policy, threshold=threshold, neighbours=mode)
+            for policy in NEIGHBOUR_POLICIES
+            for mode in NEIGHBOUR_SWEEP
+            if mode != "none" and (policy == "relevant" or mode == "question")
+        ]
         for conversation in conversations:
             records += conversation_run(
                 conversation=conversation,
@@ -191,50 +258,67 @@ def memory_evaluate(
     return records
 
 
+def data_name(record: dict) -> str:
+    """The data set a record's conversation belongs to: CM, DIA or TOFU."""
+    key = record["conversation"]
+    return "TOFU" if key == "tofu" else "DIA" if key.startswith("dia") else "CM"
+
+
+DATA_ORDER = ("CM", "DIA", "TOFU")
+
+
+def _policy_order(label: str) -> tuple[int, int, str]:
+    policy, _, mode = label.partition("+")
+    return (POLICIES.index(policy), NEIGHBOUR_SWEEP.index(mode or "none"), label)
+
+
 def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
-    """The report section: recall@k and MRR per dataset, embedder and policy; what gets in for no-answer questions."""
+    """The report section: recall@k, MRR and |Dep| per data set, embedder and policy, then per question kind."""
     header = "| data | embedder | policy | questions | " + " | ".join(f"recall@{k}" for k in KS)
-    header += " | MRR | no-answer questions: messages in top-5 | p50 ms |\n|" + "---|" * (7 + len(KS))
+    header += " | MRR | mean \\|Dep\\| k=5 | k=10 | no-answer questions: messages in top-5 | p50 ms |\n|"
+    header += "---|" * (9 + len(KS))
     lines = [header]
-    rows = summarize(records, lambda r: (r["conversation"] == "tofu", r["embedder"], POLICIES.index(r["policy"])))
+    rows = summarize(records, lambda r: (DATA_ORDER.index(data_name(r)), r["embedder"], _policy_order(r["policy"])))
     for row in sorted(rows, key=lambda r: r["group"]):
-        is_tofu, embedder, policy = row["group"]
+        data, embedder, (_, _, label) = row["group"]
         recalls = " | ".join(f"{row[f'recall@{k}']:.3f}" for k in KS)
         unrelated = f"{row['unrelated@5_no_answer']:.2f} (n={row['no_answer']})" if row["no_answer"] else "—"
         lines.append(
-            f"| {'TOFU' if is_tofu else 'CM'} | {embedder} | {POLICIES[policy]} | {row['questions']} | {recalls} "
-            f"| {row['mrr']:.3f} | {unrelated} | {row['p50_ms']:.1f} |"
+            f"| {DATA_ORDER[data]} | {embedder} | {label} | {row['questions']} | {recalls} | {row['mrr']:.3f} "
+            f"| {row['dep@5']:.1f} | {row['dep@10']:.1f} | {unrelated} | {row['p50_ms']:.1f} |"
         )
     kinds = summarize(
-        [r for r in records if r["conversation"] != "tofu"],
-        lambda r: (r["embedder"], POLICIES.index(r["policy"]), r["kind"]),
+        [r for r in records if data_name(r) != "TOFU"],
+        lambda r: (DATA_ORDER.index(data_name(r)), r["embedder"], r["kind"], _policy_order(r["policy"])),
     )
-    by_kind: dict[tuple, dict[str, float]] = {}
-    for row in kinds:
-        embedder, policy, kind = row["group"]
-        by_kind.setdefault((embedder, policy), {})[kind] = row["recall@5"]
-    kind_names = ("anchored", "paraphrase", "indirect", "updated", "temporal")
     kind_lines = [
-        "| embedder | policy | " + " | ".join(kind_names) + " |\n|" + "---|" * (2 + len(kind_names)),
-        *(
-            f"| {embedder} | {POLICIES[policy]} | "
-            + " | ".join(f"{values.get(kind, 0.0):.2f}" for kind in kind_names)
-            + " |"
-            for (embedder, policy), values in sorted(by_kind.items())
-        ),
+        "| data | embedder | kind | policy | questions | recall@5 | recall@10 | MRR | mean \\|Dep\\| k=5 |\n|"
+        + "---|" * 9
     ]
+    for row in sorted(kinds, key=lambda r: r["group"]):
+        data, embedder, kind, (_, _, label) = row["group"]
+        if not row["questions"]:
+            continue
+        kind_lines.append(
+            f"| {DATA_ORDER[data]} | {embedder} | {kind} | {label} | {row['questions']} | {row['recall@5']:.3f} "
+            f"| {row['recall@10']:.3f} | {row['mrr']:.3f} | {row['dep@5']:.1f} |"
+        )
     return "\n\n".join(
         [
-            "## Conversational memory (CM): evidence retrieval",
+            "## Conversational memory (CM, DIA): evidence retrieval",
             "Through `chat.selectors.context_retrieve` exactly as a turn calls it: each question is stored as a user "
             "message (questions stay in the history) and its context read with each policy at the configured "
             "thresholds; recall@k is the share of a question's evidence messages in its top k, MRR the mean "
             "reciprocal rank of the first one. `vector` = similarity only, `lexical` = full text only, "
-            "`relevant` = both fused (the default). Data: "
+            "`relevant` = both fused, `window` = the last k messages; `+question`, `+next`, `+both`, `+fill` "
+            "share the k slots with the matches' neighbours (chat/retrieval.py, NEIGHBOURS; a policy without one "
+            f"has none; the product's default is `relevant+{NEIGHBOURS}`). Mean |Dep|: the "
+            "messages a deletion of one evidence message would remove, its history's dependents plus the replies "
+            "whose first k context items hold one of them (every context item is an edge). Data: "
             + "; ".join(f"{name}: {text}" for name, text in datasets.items())
             + ".",
             "\n".join(lines),
-            "CM recall@5 by question kind:",
+            "By question kind (CM and DIA):",
             "\n".join(kind_lines),
         ]
     )

@@ -344,6 +344,7 @@ INDEXES = (
             f"{MESSAGE}_pkey",
             "message_owner_status_seq",
             "message_thread_seq",
+            "message_thread_place",
             "message_owner_seq_unique",
             "chat_message_deleted_by_id_84f8bbc9",
             "chat_message_owner_id_20a4d94c",

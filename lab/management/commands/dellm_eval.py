@@ -10,6 +10,7 @@ from tqdm import tqdm
 from chat.llm import get_responder
 from dellm_site.celery import app as celery_app
 from lab.evaluation.datasets import tofu_load
+from lab.evaluation.dialogue import dialogues_generate
 from lab.evaluation.memory import conversations_generate, tofu_conversation
 from lab.evaluation.memory_run import embedders_available, memory_evaluate, memory_markdown
 from lab.evaluation.metrics import judge_get, relations_check, summarize
@@ -41,8 +42,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--out", default="eval-results", help="Output directory (default eval-results/).")
         parser.add_argument("--smoke", action="store_true", help="Tiny run: 2 personas, a handful of TOFU facts.")
-        parser.add_argument("--datasets", default="pf,tofu,cm", help="Comma-separated: pf, pf-mixed, tofu, cm.")
+        parser.add_argument(
+            "--datasets", default="pf,tofu,cm,dia", help="Comma-separated: pf, pf-mixed, tofu, cm, dia."
+        )
         parser.add_argument("--cm-conversations", type=int, default=8, help="CM (conversational memory) conversations.")
+        parser.add_argument(
+            "--dia-conversations", type=int, default=8, help="DIA (two-speaker dialogue memory) conversations."
+        )
         parser.add_argument(
             "--cm-tofu-questions", type=int, default=150, help="TOFU questions in CM's robustness check (0: none)."
         )
@@ -101,7 +107,7 @@ class Command(BaseCommand):
                 judge=judge,
                 progress=None if options["no_progress"] else self._bar,
             )
-            memory = self._memory(options, run_id) if "cm" in self._names(options) else None
+            memory = self._memory(options, run_id) if {"cm", "dia"} & set(self._names(options)) else None
         finally:
             celery_app.conf.task_always_eager = eager
             for name, level in quiet.items():
@@ -158,17 +164,26 @@ class Command(BaseCommand):
         return systems_default(thresholds)
 
     def _memory(self, options, run_id: str) -> dict:
-        """The CM section: generated conversations, plus TOFU's questions over its answers when TOFU is there."""
+        """The CM section: CM's and DIA's generated conversations, plus TOFU's questions over its answers (with CM)."""
         smoke = options["smoke"]
-        count = 1 if smoke else options["cm_conversations"]
-        conversations = conversations_generate(seed=options["seed"], count=count)
-        data = {
-            "CM": f"{count} generated conversation(s) of {sum(len(s) for s in conversations[0].sessions)} messages "
-            f"in {len(conversations[0].sessions)} sessions, {sum(len(c.questions) for c in conversations)} questions"
-        }
+        names = self._names(options)
+        conversations, data = [], {}
+        for name, label, generate, option in (
+            ("cm", "CM", conversations_generate, "cm_conversations"),
+            ("dia", "DIA", dialogues_generate, "dia_conversations"),
+        ):
+            if name not in names:
+                continue
+            count = 1 if smoke else options[option]
+            generated = generate(seed=options["seed"], count=count)
+            conversations += generated
+            data[label] = (
+                f"{count} generated conversation(s) of {sum(len(s) for s in generated[0].sessions)} messages "
+                f"in {len(generated[0].sessions)} sessions, {sum(len(c.questions) for c in generated)} questions"
+            )
         tofu_questions = 10 if smoke else options["cm_tofu_questions"]
         tofu_file = Path(settings.DELLM_TOFU_DIR) / "full.jsonl"
-        if tofu_questions and tofu_file.exists():
+        if "cm" in names and tofu_questions and tofu_file.exists():
             rows = [json.loads(line) for line in tofu_file.read_text(encoding="utf-8").splitlines() if line.strip()]
             conversations.append(
                 tofu_conversation(rows=rows, authors=30, questions=tofu_questions, seed=options["seed"])
@@ -193,9 +208,11 @@ class Command(BaseCommand):
     @classmethod
     def _datasets(cls, options) -> list:
         names = cls._names(options)
-        unknown = set(names) - {"pf", "pf-mixed", "tofu", "cm"}
+        unknown = set(names) - {"pf", "pf-mixed", "tofu", "cm", "dia"}
         if unknown:
-            raise ValueError(f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, pf-mixed, tofu and/or cm.")
+            raise ValueError(
+                f"Unknown dataset(s): {', '.join(sorted(unknown))}; use pf, pf-mixed, tofu, cm and/or dia."
+            )
         smoke = options["smoke"]
         datasets = []
         if "pf" in names:
