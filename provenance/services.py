@@ -504,7 +504,7 @@ def _verify_later(deletion_id: int) -> Callable[[ForgetProbe], None]:
         if deletion.mode == Mode.PURGE:
             # The thread's snapshot held the purged rows' old versions while it read the probe; the vacuum
             # enqueued on commit may have run meanwhile and had to leave them. This one finds them released.
-            erasure_vacuum_task.delay()
+            erasure_vacuum_task.delay(owner_id=deletion.owner_id)
         _regeneration_start(deletion)
 
     return then

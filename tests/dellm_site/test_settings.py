@@ -37,6 +37,7 @@ def test_beat_schedules_registered_tasks_only():
         "chat.turns_sweep",
         "provenance.regenerations_sweep",
         "chat.imports_sweep",
+        "provenance.receipts_sweep",
     }
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
 
