@@ -6,6 +6,7 @@ lock (`dellm_site.locks.owner_lock`), the same lock reply commits take.
 Audit rows carry ids, counts and kinds, never message text or query text.
 """
 
+import dataclasses
 import logging
 import math
 from datetime import datetime, timedelta
@@ -18,6 +19,8 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from chat.embeddings import embed_one
+from chat.index_context import index_dependents, index_followers
+from chat.indexing import messages_index_embed
 from chat.models import LIVE_STATUSES, Message, Turn
 from chat.services import regeneration_turns_close, regeneration_turns_create, validate_content
 from chat.writer import (
@@ -304,18 +307,20 @@ def _locked_deletion(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     return deletion
 
 
-def _apply(
-    *, deletion: DeletionRequest, purge: bool, replacements: dict[int, tuple[str, list[float] | None]] | None = None
-) -> ForgetProbe:
+def _apply(*, deletion: DeletionRequest, purge: bool, replacements: dict[int, str] | None = None) -> ForgetProbe:
     """Recompute Dep(M) and remove it. Caller holds the owner's lock.
 
-    Then, in the same transaction: each redacted original gets its replacement
-    (`replacements`: {original id: (approved text, its embedding)}), and with
-    `derived="regenerate"` the removed replies to rewrite get pending turns.
-    Returns the receipt's forget probe, read before a purge destroys the embeddings.
+    The writer recomputes, in the same transaction, every index built from a
+    removed message (chat/index_context.py); they are listed in the probe
+    (`reindexed`) for the follow-up to embed and the receipt to count. Then:
+    each redacted original gets its replacement (`replacements`: {original
+    id: approved text}), and with `derived="regenerate"` the removed replies
+    to rewrite get pending turns. Returns the receipt's forget probe, read
+    before a purge destroys the embeddings.
     """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
     probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
+    reindexed = set(index_dependents(owner_id=deletion.owner_id, ids=members)) - members
     originals = {
         message.pk: message
         for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
@@ -343,11 +348,11 @@ def _apply(
         + ")"
     )
     redacted: dict[int, int | None] = {}
-    for original_id, (text, embedding) in sorted((replacements or {}).items()):
+    for original_id, text in sorted((replacements or {}).items()):
         if original_id in originals:
-            redacted[original_id] = message_rewrite(
-                original=originals[original_id], content=text, embedding=embedding
-            ).pk
+            redacted[original_id] = message_rewrite(original=originals[original_id], content=text, embedding=None).pk
+    # A replacement's index is new, and so is the one after it (its previous turn is the replacement now).
+    reindexed |= set(redacted.values()) | set(index_followers([pk for pk in redacted.values() if pk is not None]))
     deletion.redacted = {str(old): new for old, new in redacted.items()}
     if redacted:
         # A redaction rewrites its dependents: the replies it fed answer the redacted text.
@@ -366,7 +371,17 @@ def _apply(
         deletion.outcome += f"; {len(plan)} replies to rewrite"
     else:
         deletion.regenerate_ids = []
-    return probe
+    return dataclasses.replace(probe, reindexed=frozenset(pk for pk in reindexed if pk is not None))
+
+
+def _indexes_embed(probe: ForgetProbe) -> None:
+    """The deletion's follow-up, after its commit and before its receipt: the recomputed indexes get vectors.
+
+    Outside the lock (a model call), batched (`chat.indexing`); an index
+    recomputed again meanwhile is left to the write that did it.
+    """
+    if probe.reindexed:
+        messages_index_embed(ids=probe.reindexed)
 
 
 def _validate_redactions(*, owner_id: int, matched: list[int], redactions: object) -> dict[int, str]:
@@ -433,8 +448,6 @@ def deletion_confirm(
     approved = _validate_redactions(owner_id=owner_id, matched=preview.matched_ids, redactions=redactions)
     if approved and preview.mode == Mode.EXPIRE and preview.status == Status.PREVIEWED:
         raise ValidationFailed("Redaction happens at confirm; use mode soft or purge.", fields={"redactions": "expire"})
-    # Embedded before the lock: the model call must not hold up replies and deletions.
-    replacements = {pk: (text, embed_one(text)) for pk, text in approved.items()}
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status in (Status.EXECUTED, Status.SCHEDULED, Status.VERIFICATION_FAILED):
@@ -457,10 +470,11 @@ def deletion_confirm(
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
         else:
-            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=replacements)
+            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=approved)
         deletion.save()
         _after_commit(deletion)
     if probe is not None:
+        _indexes_embed(probe)
         deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
         _regeneration_start(deletion)
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
@@ -510,6 +524,7 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)
+    _indexes_embed(probe)
     deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
     _regeneration_start(deletion)
     return deletion
@@ -590,6 +605,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         # another deletion (I1); the transaction then leaves everything as it was.
         regeneration_turns_close(deletion_id=deletion.pk, error="The deletion was undone.")
         rewrites = undo_plan(deletion=deletion).removes
+        reindexed = set(index_dependents(owner_id=owner_id, ids=rewrites))
         messages_remove(owner_id=owner_id, ids=rewrites, deletion_id=deletion.pk, purge=False)
         try:
             messages_restore(owner_id=owner_id, ids=removed, deletion_id=deletion.pk)
@@ -606,6 +622,9 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             f", removed {len(rewrites)} rewritten" if rewrites else ""
         )
         deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])
+        # The restored messages' indexes and those after them were recomputed with them back.
+        reindexed |= removed | set(index_followers(removed))
+    messages_index_embed(ids=reindexed)
     return deletion
 
 

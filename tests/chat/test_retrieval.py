@@ -24,13 +24,19 @@ def retrieve(message: Message, policy: str = "relevant", **extra) -> list[tuple[
 
 @pytest.fixture
 def history(thread):
-    """Facts and filler with unrelated random vectors: only words can find them."""
+    """Facts and filler with unrelated random vectors: only words can find them.
+
+    Each in a conversation of its own: a message is indexed with the turn
+    before it (chat/index_context.py), and these statements follow nothing.
+    """
     made = {
-        "dog": make_message(thread, "My dog Rex chewed the sofa again.", embedding=unit_vector(1)),
-        "job": make_message(thread, "Long shift at the hospital, I work nights now.", embedding=unit_vector(2)),
+        "dog": make_message(make_thread(thread.owner), "My dog Rex chewed the sofa again.", embedding=unit_vector(1)),
+        "job": make_message(
+            make_thread(thread.owner), "Long shift at the hospital, I work nights now.", embedding=unit_vector(2)
+        ),
     }
     for i, text in enumerate(FILLER):
-        make_message(thread, text, embedding=unit_vector(10 + i))
+        make_message(make_thread(thread.owner), text, embedding=unit_vector(10 + i))
     return made
 
 
@@ -41,6 +47,21 @@ def test_words_are_ored_not_anded(thread, history):
     assert retrieve(question) == [
         ("My dog Rex chewed the sofa again.", "lexical"),
         ("Long shift at the hospital, I work nights now.", "lexical"),
+    ]
+
+
+def test_an_elliptical_reply_is_found_by_the_turn_it_follows_below_own_words(owner, history):
+    talk = make_thread(owner)
+    make_message(talk, "Did you see the fireworks over the harbour?", embedding=unit_vector(60))
+    reply = make_message(talk, "Yes, it was amazing!", role="assistant", embedding=unit_vector(61))
+    told = make_message(make_thread(owner), "The harbour fireworks were loud.", embedding=unit_vector(62))
+    question = make_message(make_thread(owner), "What about the harbour fireworks?", embedding=unit_vector(95))
+    # The reply holds "harbour" and "fireworks" in its context only (weight 'B', CONTEXT_WEIGHT):
+    # found, ranked below the messages whose own words they are.
+    assert [content for content, _ in retrieve(question, policy="lexical")] == [
+        told.content,
+        "Did you see the fireworks over the harbour?",
+        reply.content,
     ]
 
 

@@ -1,0 +1,153 @@
+"""A message's index: its own words with its conversational context, and the messages it was built from.
+
+Real turns are short and lean on what came before ("Yeah, it was amazing!"),
+so a message is indexed with what it needs to be understood: its own words,
+the speaker, its date, and the first `INDEX_CONTEXT_WORDS` words of the turn
+it follows (the previous live memory message of its thread, in the order the
+thread shows: `coalesce(place, seq)`, then `seq`). Its stored `content` stays
+exactly the text; only the index (`Message.search`, the full-text vector, own
+words weighted 'A' and context 'B'; `Message.embedding`, the vector of
+`index_text`) carries the context.
+
+That makes the index a derived artifact: `Message.index_sources` lists the
+ids of the messages whose words it holds (the previous turn; empty for the
+first turn of a thread and for what is not memory), and the writer recomputes
+every index built from a message it removes, restores or puts in a place
+(`chat.writer`, docs/ARCHITECTURE.md, "The index is derived").
+
+The context is computed once, in SQL (`INDEX_ROWS_SQL`): the writer sets the
+search vector from it in the same statement, and `chat.indexing` embeds the
+very same text, so the two never disagree.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import connection
+
+from chat.models import LIVE_STATUSES, Message
+
+# Words of the previous turn in a message's index. Measured on the CM
+# benchmark (docs/RETRIEVAL.md, "Conversational context"): enough to name
+# what an elliptical reply is about, short enough not to drown its own words.
+INDEX_CONTEXT_WORDS = 24
+
+# Roles whose messages are memory (embedded, retrieved) and so have a context
+# and give one. A system prompt or a tool step is neither: its index is its own words.
+MEMORY_ROLES = [str(r) for r in (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.SUMMARY, Message.Role.NOTE)]
+
+_TABLE = Message._meta.db_table
+
+# The context of each message of %(ids)s that is not purged. The previous
+# turn is read through `message_thread_place` (thread, coalesce(place, seq),
+# seq). The date is the message's time in its source (an import keeps the
+# other tool's) or here, in UTC, in English words ("1 December 2026"), so the
+# same conversation typed or imported gets the same index.
+INDEX_ROWS_SQL = f"""
+SELECT m.id, m.content, m.index_sources,
+       CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END AS sources,
+       CASE WHEN m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL THEN concat_ws(' ',
+           m.role,
+           to_char(coalesce(m.source_created_at, m.created_at) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY'),
+           p.words
+       ) ELSE '' END AS context
+FROM {_TABLE} m
+LEFT JOIN LATERAL (
+    SELECT q.id, array_to_string((regexp_split_to_array(btrim(q.content), '\\s+'))[1:%(words)s], ' ') AS words
+    FROM {_TABLE} q
+    WHERE q.thread_id = m.thread_id AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)
+      AND q.content <> '' AND q.tool_calls IS NULL
+      AND (coalesce(q.place, q.seq), q.seq) < (coalesce(m.place, m.seq), m.seq)
+    ORDER BY coalesce(q.place, q.seq) DESC, q.seq DESC
+    LIMIT 1
+) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
+WHERE m.id = ANY(%(ids)s) AND m.status <> 'purged'
+"""
+
+
+def index_params(ids: Iterable[int]) -> dict[str, object]:
+    """The parameters of `INDEX_ROWS_SQL` for these message ids."""
+    return {"ids": sorted(set(ids)), "memory": MEMORY_ROLES, "live": LIVE_STATUSES, "words": INDEX_CONTEXT_WORDS}
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """What a message's index is built from, as the history stands now."""
+
+    id: int
+    content: str
+    context: str
+    sources: list[int]
+    # What the row holds now (differs from `sources` until the writer recomputes it).
+    stored_sources: list[int]
+
+    @property
+    def text(self) -> str:
+        """The text embedded for this message: its own words, then its context."""
+        return index_text(content=self.content, context=self.context)
+
+
+def index_text(*, content: str, context: str) -> str:
+    return f"{content}\n{context}" if context else content
+
+
+def index_rows(ids: Iterable[int]) -> list[IndexRow]:
+    """The current index inputs of the messages `ids` that are not purged, by id."""
+    with connection.cursor() as cursor:
+        cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(ids))
+        return [
+            IndexRow(id=pk, content=content, context=context, sources=list(sources), stored_sources=list(stored))
+            for pk, content, stored, sources, context in cursor.fetchall()
+        ]
+
+
+def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
+    """Messages (not purged) of the owner whose index was built from any of `ids` (the GIN on index_sources)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    return sorted(
+        Message.objects.filter(owner_id=owner_id, index_sources__overlap=wanted)
+        .exclude(status=Message.Status.PURGED)
+        .exclude(pk__in=wanted)
+        .values_list("pk", flat=True)
+    )
+
+
+# The live memory message that follows each of %(ids)s in its thread: whose
+# previous turn it now is (after a restore, or a rewrite put in its place).
+_FOLLOWERS_SQL = f"""
+SELECT DISTINCT n.id
+FROM {_TABLE} m
+JOIN LATERAL (
+    SELECT q.id FROM {_TABLE} q
+    WHERE q.thread_id = m.thread_id AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)
+      AND q.content <> '' AND q.tool_calls IS NULL
+      AND (coalesce(q.place, q.seq), q.seq) > (coalesce(m.place, m.seq), m.seq)
+    ORDER BY coalesce(q.place, q.seq), q.seq
+    LIMIT 1
+) n ON true
+WHERE m.id = ANY(%(ids)s)
+"""
+
+
+def index_followers(ids: Iterable[int]) -> list[int]:
+    """The live memory messages right after each of `ids` in its thread."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_FOLLOWERS_SQL, {"ids": wanted, "live": LIVE_STATUSES, "memory": MEMORY_ROLES})
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def index_stale(*, owner_id: int, removed: Iterable[int]) -> list[int]:
+    """Live messages of the owner whose index still holds words of a removed message (the receipt's check)."""
+    wanted = sorted(set(removed))
+    if not wanted:
+        return []
+    return sorted(
+        Message.objects.filter(owner_id=owner_id, status__in=Message.LIVE, index_sources__overlap=wanted).values_list(
+            "pk", flat=True
+        )
+    )
