@@ -55,7 +55,6 @@ step back: a removed call or result is a removed position, dropped like any.
 """
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User

@@ -42,7 +42,6 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chat.indexing import messages_index_embed
 from chat.import_uploads import upload_read, upload_store
 from chat.importers import (
     Conversation,
@@ -55,6 +54,7 @@ from chat.importers import (
     parse_file,
     sniff_file,
 )
+from chat.indexing import messages_index_embed
 from chat.models import ImportJob, ImportUpload, Message, Thread
 from chat.quotas import ImportAllowance, import_admit
 from chat.source_keys import stored_keys

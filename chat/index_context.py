@@ -6,8 +6,8 @@ the speaker, its date, and the first `INDEX_CONTEXT_WORDS` words of the turn
 it follows (the previous live memory message of its thread, in the order the
 thread shows: `coalesce(place, seq)`, then `seq`). Its stored `content` stays
 exactly the text; only the index (`Message.search`, the full-text vector, own
-words weighted 'A' and context 'B'; `Message.embedding`, the vector of
-`index_text`) carries the context.
+words weighted 'A' and context 'B'; `Message.embedding`, `index_vector`:
+the own words' vector plus a share of the previous turn's) carries the context.
 
 That makes the index a derived artifact: `Message.index_sources` lists the
 ids of the messages whose words it holds (the previous turn; empty for the
@@ -17,20 +17,28 @@ every index built from a message it removes, restores or puts in a place
 
 The context is computed once, in SQL (`INDEX_ROWS_SQL`): the writer sets the
 search vector from it in the same statement, and `chat.indexing` embeds the
-very same text, so the two never disagree.
+previous turn's words it returns, so the two never disagree.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from django.db import connection
 
 from chat.models import LIVE_STATUSES, Message
 
-# Words of the previous turn in a message's index. Measured on the CM
-# benchmark (docs/RETRIEVAL.md, "Conversational context"): enough to name
-# what an elliptical reply is about, short enough not to drown its own words.
-INDEX_CONTEXT_WORDS = 24
+# Words of the previous turn in a message's index (docs/RETRIEVAL.md,
+# "Conversational context", has the sweep): enough to name what an elliptical
+# reply is about; more let long unrelated turns drown it (48 cost TOFU three
+# questions of 150, 12 none).
+INDEX_CONTEXT_WORDS = 12
+
+# The previous turn's share of a message's vector (`index_vector`). Measured
+# like INDEX_CONTEXT_WORDS: 0.1 leaves similarity's recall on the CM set as it
+# was, 0.25 cost it one question, the text run together a third.
+TURN_VECTOR_WEIGHT = 0.1
 
 # Roles whose messages are memory (embedded, retrieved) and so have a context
 # and give one. A system prompt or a tool step is neither: its index is its own words.
@@ -50,7 +58,8 @@ SELECT m.id, m.content, m.index_sources,
            m.role,
            to_char(coalesce(m.source_created_at, m.created_at) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY'),
            p.words
-       ) ELSE '' END AS context
+       ) ELSE '' END AS context,
+       coalesce(p.words, '') AS turn
 FROM {_TABLE} m
 LEFT JOIN LATERAL (
     SELECT q.id, array_to_string((regexp_split_to_array(btrim(q.content), '\\s+'))[1:%(words)s], ' ') AS words
@@ -65,7 +74,7 @@ WHERE m.id = ANY(%(ids)s) AND m.status <> 'purged'
 """
 
 
-def index_params(ids: Iterable[int]) -> dict[str, object]:
+def index_params(ids: Iterable[int]) -> dict[str, Any]:
     """The parameters of `INDEX_ROWS_SQL` for these message ids."""
     return {"ids": sorted(set(ids)), "memory": MEMORY_ROLES, "live": LIVE_STATUSES, "words": INDEX_CONTEXT_WORDS}
 
@@ -76,19 +85,28 @@ class IndexRow:
 
     id: int
     content: str
+    # What its search vector holds besides its own words (weight 'B'): speaker, date, previous turn.
     context: str
+    # The previous turn's first words alone.
+    turn: str
     sources: list[int]
     # What the row holds now (differs from `sources` until the writer recomputes it).
     stored_sources: list[int]
 
-    @property
-    def text(self) -> str:
-        """The text embedded for this message: its own words, then its context."""
-        return index_text(content=self.content, context=self.context)
 
+def index_vector(own: list[float] | None, turn: list[float] | None) -> list[float] | None:
+    """A message's index vector: its own words' unit vector plus `TURN_VECTOR_WEIGHT` times its previous turn's.
 
-def index_text(*, content: str, context: str) -> str:
-    return f"{content}\n{context}" if context else content
+    A weighted sum, not the embedding of the words run together: with a
+    mean-pooling embedder that would weigh the context by its length, and the
+    speaker and date (in every message) would pull all vectors together
+    (docs/RETRIEVAL.md, "Conversational context", has both measurements).
+    """
+    if own is None or turn is None:
+        return own
+    summed = np.asarray(own, dtype=np.float64) + TURN_VECTOR_WEIGHT * np.asarray(turn, dtype=np.float64)
+    norm = float(np.linalg.norm(summed))
+    return own if norm == 0 else (summed / norm).astype(np.float32).tolist()
 
 
 def index_rows(ids: Iterable[int]) -> list[IndexRow]:
@@ -96,8 +114,10 @@ def index_rows(ids: Iterable[int]) -> list[IndexRow]:
     with connection.cursor() as cursor:
         cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(ids))
         return [
-            IndexRow(id=pk, content=content, context=context, sources=list(sources), stored_sources=list(stored))
-            for pk, content, stored, sources, context in cursor.fetchall()
+            IndexRow(
+                id=pk, content=content, context=context, turn=turn, sources=list(sources), stored_sources=list(stored)
+            )
+            for pk, content, stored, sources, context, turn in cursor.fetchall()
         ]
 
 

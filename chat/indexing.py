@@ -1,4 +1,4 @@
-"""Embedding messages' indexes: the vector of each message's index text (`chat.index_context`).
+"""Embedding messages' indexes: each message's index vector (`chat.index_context.index_vector`).
 
 The one place a message's vector is computed: a door stores its messages
 through the writer (which sets their search vectors and `index_sources`),
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from chat.embeddings import Embedder, get_embedder
-from chat.index_context import index_rows
+from chat.index_context import index_rows, index_vector
 from chat.models import Message
 from chat.writer import messages_index_embeddings_set
 
@@ -25,10 +25,11 @@ EMBED_BATCH = 256
 def messages_index_embed(
     *, ids: Iterable[int], missing_only: bool = True, embedder: Embedder | None = None, model: str | None = None
 ) -> int:
-    """Embed the index text of the live memory messages `ids` (those without a vector, unless `missing_only=False`).
+    """Embed the index text of the memory messages `ids` (those without a vector, unless `missing_only=False`).
 
     Batches of EMBED_BATCH. Returns how many vectors were stored. A system
-    prompt, a tool step or a purged tombstone is never embedded. `embedder`
+    prompt, a tool step or a purged tombstone is never embedded; a
+    soft-deleted message is (an undo brings it back with its index whole). `embedder`
     and `model`: the lab's embedder under test (default: the configured one).
     """
     wanted = sorted(set(ids))
@@ -36,8 +37,10 @@ def messages_index_embed(
         return 0
     embedder = embedder or get_embedder()
     model = settings.DELLM_EMBEDDING_MODEL if model is None else model
-    memory = Message.objects.filter(pk__in=wanted, status__in=Message.LIVE, tool_calls__isnull=True).exclude(
-        role__in=[Message.Role.SYSTEM, Message.Role.TOOL]
+    memory = (
+        Message.objects.filter(pk__in=wanted, tool_calls__isnull=True)
+        .exclude(status=Message.Status.PURGED)
+        .exclude(role__in=[Message.Role.SYSTEM, Message.Role.TOOL])
     )
     if missing_only:
         memory = memory.filter(embedding__isnull=True)
@@ -45,7 +48,10 @@ def messages_index_embed(
     stored = 0
     for start in range(0, len(todo), EMBED_BATCH):
         rows = index_rows(todo[start : start + EMBED_BATCH])
-        vectors = embedder.embed([row.text for row in rows]) if rows else []
+        turns = [row for row in rows if row.turn]
+        embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []
+        by_turn = dict(zip((row.id for row in turns), embedded[len(rows) :], strict=True))
+        vectors = [index_vector(own, by_turn.get(row.id)) for row, own in zip(rows, embedded[: len(rows)], strict=True)]
         stored += messages_index_embeddings_set(
             rows=[(row.id, row.content, row.sources, vector) for row, vector in zip(rows, vectors, strict=True)],
             model=model,

@@ -352,7 +352,8 @@ def _apply(*, deletion: DeletionRequest, purge: bool, replacements: dict[int, st
         if original_id in originals:
             redacted[original_id] = message_rewrite(original=originals[original_id], content=text, embedding=None).pk
     # A replacement's index is new, and so is the one after it (its previous turn is the replacement now).
-    reindexed |= set(redacted.values()) | set(index_followers([pk for pk in redacted.values() if pk is not None]))
+    replacements_stored = [pk for pk in redacted.values() if pk is not None]
+    reindexed |= set(replacements_stored) | set(index_followers(replacements_stored))
     deletion.redacted = {str(old): new for old, new in redacted.items()}
     if redacted:
         # A redaction rewrites its dependents: the replies it fed answer the redacted text.
@@ -371,7 +372,7 @@ def _apply(*, deletion: DeletionRequest, purge: bool, replacements: dict[int, st
         deletion.outcome += f"; {len(plan)} replies to rewrite"
     else:
         deletion.regenerate_ids = []
-    return dataclasses.replace(probe, reindexed=frozenset(pk for pk in reindexed if pk is not None))
+    return dataclasses.replace(probe, reindexed=frozenset(reindexed))
 
 
 def _indexes_embed(probe: ForgetProbe) -> None:

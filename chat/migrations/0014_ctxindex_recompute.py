@@ -9,7 +9,7 @@ message's index text; until then a message keeps its content's vector.
 from django.db import migrations
 
 BATCH = 5000
-WORDS = 24
+WORDS = 12
 MEMORY = ["user", "assistant", "summary", "note"]
 LIVE = ["active", "expiring"]
 
@@ -47,9 +47,7 @@ def recompute(apps, schema_editor):
         cursor.execute("SELECT coalesce(max(id), 0) FROM chat_message")
         top = cursor.fetchone()[0]
         for after in range(0, top, BATCH):
-            cursor.execute(
-                SQL, {"after": after, "upto": after + BATCH, "memory": MEMORY, "live": LIVE, "words": WORDS}
-            )
+            cursor.execute(SQL, {"after": after, "upto": after + BATCH, "memory": MEMORY, "live": LIVE, "words": WORDS})
 
 
 class Migration(migrations.Migration):

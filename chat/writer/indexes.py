@@ -15,11 +15,12 @@ be a network call: never under the owner's lock).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from django.db import connection
 
 from chat.index_context import INDEX_ROWS_SQL, index_params
-from chat.models import LIVE_STATUSES, Message
+from chat.models import Message
 from chat.selectors import vector_literal
 
 _TABLE = Message._meta.db_table
@@ -55,14 +56,14 @@ def indexes_refresh(*, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[in
         return sorted(pk for pk, changed in cursor.fetchall() if changed)
 
 
-# Only where the index is still the one embedded: a message removed, edited
+# Only where the index is still the one embedded: a message purged, edited
 # or given other sources since its text was read keeps no stale vector.
 _INDEX_EMBEDDINGS_SQL = f"""
 UPDATE {_TABLE} AS m
 SET embedding = u.embedding::vector, embedding_model = %(model)s, updated_at = now()
 FROM unnest(%(ids)s::bigint[], %(embeddings)s::text[], %(contents)s::text[], %(sources)s::text[])
      AS u(id, embedding, content, sources)
-WHERE m.id = u.id AND m.status = ANY(%(live)s) AND m.content = u.content AND m.index_sources = u.sources::bigint[]
+WHERE m.id = u.id AND m.status <> 'purged' AND m.content = u.content AND m.index_sources = u.sources::bigint[]
   AND (NOT %(missing_only)s OR m.embedding IS NULL)
 """
 
@@ -75,7 +76,7 @@ def messages_index_embeddings_set(
 ) -> int:
     """Store index vectors `(id, content, sources, vector)` read and embedded since; how many were stored.
 
-    A row is written only if it is live and its content and sources are still
+    A row is written only if it is not purged and its content and sources are still
     those embedded (and, with `missing_only`, has no vector), so a deletion
     that committed meanwhile wins. A text the model cannot embed gets none.
     No lock: a conditional UPDATE, like `messages_embeddings_set`.
@@ -83,13 +84,12 @@ def messages_index_embeddings_set(
     kept = [row for row in rows if row[3] is not None]
     if not kept:
         return 0
-    params = {
+    params: dict[str, Any] = {
         "ids": [pk for pk, _, _, _ in kept],
         "embeddings": [vector_literal(vector) for _, _, _, vector in kept if vector is not None],
         "contents": [content for _, content, _, _ in kept],
         "sources": ["{" + ",".join(str(s) for s in sources) + "}" for _, _, sources, _ in kept],
         "model": model,
-        "live": LIVE_STATUSES,
         "missing_only": missing_only,
     }
     with connection.cursor() as cursor:

@@ -11,8 +11,8 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat.lineage import sources_landed, transcript_sources
 from chat.index_context import index_followers
+from chat.lineage import sources_landed, transcript_sources
 from chat.models import ContextEdge, Message, Thread
 from chat.writer.indexes import indexes_refresh
 from dellm_site.locks import owner_lock

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from chat.embeddings import Embedder
+from chat.indexing import messages_index_embed
 from chat.models import Thread
 from chat.selectors import context_retrieve
 from chat.writer import Branch, Supplied, message_store, transcripts_store
@@ -37,18 +38,21 @@ class Setting:
 
 
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
-    """Store the history through the one writer, a thread per session; returns {fact key: message id}."""
-    texts = [turn.text for session in conversation.sessions for turn in session]
-    vectors = iter(embedder.embed(texts))
-    model = getattr(embedder, "model_name", "")
+    """Store the history through the one writer, a thread per session; returns {fact key: message id}.
+
+    Then each message's index text is embedded by the embedder under test, as the doors do (chat/indexing.py).
+    """
     branches, keys = [], []
     for number, session in enumerate(conversation.sessions, 1):
         thread = Thread.objects.create(owner=owner, title=f"session {number}")
-        items = [Supplied(role=t.role, content=t.text, embedding=next(vectors), embedding_model=model) for t in session]
+        items = [Supplied(role=t.role, content=t.text) for t in session]
         branches.append(Branch(thread_id=thread.pk, items=items))
         keys += [turn.key for turn in session]
     # Nothing is removed in a fresh history, so every message lands, in order.
     created = transcripts_store(owner_id=owner.pk, branches=branches).created
+    messages_index_embed(
+        ids=[m.pk for m in created], embedder=embedder, model=getattr(embedder, "model_name", ""), missing_only=False
+    )
     return {key: message.pk for key, message in zip(keys, created, strict=True) if key}
 
 
@@ -70,17 +74,12 @@ def conversation_run(
         facts = _store(owner=owner, conversation=conversation, embedder=embedder)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE chat_message (id, owner_id, status, seq)")
-        question_vectors = embedder.embed([q.text for q in conversation.questions])
-        for number, (question, vector) in enumerate(zip(conversation.questions, question_vectors, strict=True)):
+        for number, question in enumerate(conversation.questions):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
-            message = message_store(
-                owner_id=owner.pk,
-                thread_id=thread.pk,
-                role="user",
-                content=question.text,
-                embedding=vector,
-                embedding_model=getattr(embedder, "model_name", ""),
-            )
+            message = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content=question.text)
+            # Its index text, as a turn embeds its user message (`chat.services.message_embed`).
+            messages_index_embed(ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", ""))
+            message.refresh_from_db(fields=["embedding", "embedding_model"])
             evidence = [facts[key] for key in question.evidence]
             for setting in settings_list:
                 start = time.perf_counter()

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.ctxindex import ctxindex_bench
 from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
@@ -44,6 +45,7 @@ PARTS = (
     "thread_page",
     "redaction",
     "import_memory",
+    "ctxindex",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -56,6 +58,7 @@ SELF_CONTAINED = {
     "thread_page",
     "redaction",
     "import_memory",
+    "ctxindex",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -129,6 +132,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
+        )
+        parser.add_argument(
+            "--ctxindex-neighbours",
+            type=int,
+            default=10_000,
+            help="ctxindex: messages purged at once, each in the index of the turn after it.",
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
@@ -235,6 +244,8 @@ class Command(BaseCommand):
             return redaction_bench(
                 messages=options["redaction_messages"], chars=options["redaction_chars"], seed=options["seed"]
             )
+        if part == "ctxindex":
+            return ctxindex_bench(neighbours=options["ctxindex_neighbours"])
         if part == "import_memory":
             return import_memory_bench(
                 megabytes=options["import_memory_mb"],
