@@ -45,10 +45,14 @@ TURN_VECTOR_WEIGHT = 0.1
 MEMORY_ROLES = [str(r) for r in (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.SUMMARY, Message.Role.NOTE)]
 
 _TABLE = Message._meta.db_table
+# A live memory message with words (`q`): one that gives a context.
+_MEMORY_LIVE = "q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s) AND q.content <> '' AND q.tool_calls IS NULL"
 
 # The context of each message of %(ids)s that is not purged. The previous
-# turn is read through `message_thread_place` (thread, coalesce(place, seq),
-# seq). The date is the message's time in its source (an import keeps the
+# turn, in the order the thread shows (coalesce(place, seq), then seq), is
+# the later of two index look-ups: the messages shown at their own seq
+# (`message_thread_seq`) and the rewrites shown at another's place
+# (`message_thread_place`, partial). The date is the message's time in its source (an import keeps the
 # other tool's) or here, in UTC, in English words ("1 December 2026"), so the
 # same conversation typed or imported gets the same index.
 INDEX_ROWS_SQL = f"""
@@ -62,12 +66,21 @@ SELECT m.id, m.content, m.index_sources,
        coalesce(p.words, '') AS turn
 FROM {_TABLE} m
 LEFT JOIN LATERAL (
-    SELECT q.id, array_to_string((regexp_split_to_array(btrim(q.content), '\\s+'))[1:%(words)s], ' ') AS words
-    FROM {_TABLE} q
-    WHERE q.thread_id = m.thread_id AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)
-      AND q.content <> '' AND q.tool_calls IS NULL
-      AND (coalesce(q.place, q.seq), q.seq) < (coalesce(m.place, m.seq), m.seq)
-    ORDER BY coalesce(q.place, q.seq) DESC, q.seq DESC
+    SELECT cand.id, array_to_string((regexp_split_to_array(btrim(cand.content), '\\s+'))[1:%(words)s], ' ') AS words
+    FROM (
+        -- Messages shown at their own seq: (seq, seq) before m's (coalesce(place, seq), seq), by message_thread_seq.
+        (SELECT q.id, q.content, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE}
+           AND q.seq <= coalesce(m.place, m.seq) AND (q.seq < coalesce(m.place, m.seq) OR m.place IS NOT NULL)
+         ORDER BY q.seq DESC LIMIT 1)
+        UNION ALL
+        -- Rewrites shown at another's place (few), by message_thread_place.
+        (SELECT q.id, q.content, q.place, q.seq FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
+           AND (q.place, q.seq) < (coalesce(m.place, m.seq), m.seq)
+         ORDER BY q.place DESC, q.seq DESC LIMIT 1)
+    ) cand
+    ORDER BY cand.k1 DESC, cand.k2 DESC
     LIMIT 1
 ) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
 WHERE m.id = ANY(%(ids)s) AND m.status <> 'purged'
@@ -140,11 +153,17 @@ _FOLLOWERS_SQL = f"""
 SELECT DISTINCT n.id
 FROM {_TABLE} m
 JOIN LATERAL (
-    SELECT q.id FROM {_TABLE} q
-    WHERE q.thread_id = m.thread_id AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)
-      AND q.content <> '' AND q.tool_calls IS NULL
-      AND (coalesce(q.place, q.seq), q.seq) > (coalesce(m.place, m.seq), m.seq)
-    ORDER BY coalesce(q.place, q.seq), q.seq
+    SELECT cand.id FROM (
+        (SELECT q.id, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE} AND q.seq > coalesce(m.place, m.seq)
+         ORDER BY q.seq LIMIT 1)
+        UNION ALL
+        (SELECT q.id, q.place, q.seq FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
+           AND (q.place, q.seq) > (coalesce(m.place, m.seq), m.seq)
+         ORDER BY q.place, q.seq LIMIT 1)
+    ) cand
+    ORDER BY cand.k1, cand.k2
     LIMIT 1
 ) n ON true
 WHERE m.id = ANY(%(ids)s)

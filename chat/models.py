@@ -5,8 +5,6 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import F
-from django.db.models.functions import Coalesce
 from pgvector.django import VectorField
 
 
@@ -140,8 +138,11 @@ class Message(models.Model):
             models.Index(fields=["thread", "seq"], name="message_thread_seq"),
             GinIndex(fields=["search"], name="message_search_gin"),
             GinIndex(fields=["index_sources"], name="message_index_sources_gin"),
-            # A message's previous turn, in the order its thread shows (chat/index_context.py).
-            models.Index(F("thread"), Coalesce("place", "seq"), F("seq"), name="message_thread_place"),
+            # The rewrites shown at another's place: with message_thread_seq, a message's previous turn
+            # in the order its thread shows (chat/index_context.py).
+            models.Index(
+                fields=["thread", "place", "seq"], condition=models.Q(place__isnull=False), name="message_thread_place"
+            ),
         ]
 
     # Attached by `chat.selectors.with_edges` or `with_capped_edges` (not columns).

@@ -5,15 +5,15 @@ weighted 'A' and the context (speaker, date, the previous turn's first words)
 'B' (`DROP EXPRESSION` keeps its values, its GIN indexes and its statistics
 target of 0). `index_sources` records the ids of the messages whose words a
 message's index carries (GIN, for the deletion's lookup of the indexes built
-from what it removes), and `message_thread_place` finds a message's previous
-turn in the order its thread shows. Migration 0014 computes the indexes of
+from what it removes), and `message_thread_place` (the rewrites shown at
+another's place) finds, with `message_thread_seq`, a message's previous turn
+in the order its thread shows. Migration 0014 computes the indexes of
 existing rows.
 """
 
 import django.contrib.postgres.fields
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
-import django.db.models.functions.comparison
 from django.db import migrations, models
 
 # Back to a column generated from the content alone (the two GIN indexes over it go with the old column).
@@ -65,9 +65,8 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="message",
             index=models.Index(
-                models.F("thread"),
-                django.db.models.functions.comparison.Coalesce("place", "seq"),
-                models.F("seq"),
+                condition=models.Q(("place__isnull", False)),
+                fields=["thread", "place", "seq"],
                 name="message_thread_place",
             ),
         ),

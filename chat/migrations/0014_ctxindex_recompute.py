@@ -13,7 +13,10 @@ WORDS = 12
 MEMORY = ["user", "assistant", "summary", "note"]
 LIVE = ["active", "expiring"]
 
-SQL = """
+MEMORY_LIVE = "q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s) AND q.content <> '' AND q.tool_calls IS NULL"
+
+SQL = (
+    """
 WITH c AS MATERIALIZED (
     SELECT m.id,
            CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END AS sources,
@@ -24,12 +27,23 @@ WITH c AS MATERIALIZED (
            ) ELSE '' END AS context
     FROM chat_message m
     LEFT JOIN LATERAL (
-        SELECT q.id, array_to_string((regexp_split_to_array(btrim(q.content), '\\s+'))[1:%(words)s], ' ') AS words
-        FROM chat_message q
-        WHERE q.thread_id = m.thread_id AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)
-          AND q.content <> '' AND q.tool_calls IS NULL
-          AND (coalesce(q.place, q.seq), q.seq) < (coalesce(m.place, m.seq), m.seq)
-        ORDER BY coalesce(q.place, q.seq) DESC, q.seq DESC
+        SELECT cand.id, array_to_string((regexp_split_to_array(btrim(cand.content), '\\s+'))[1:%(words)s], ' ') AS words
+        FROM (
+            (SELECT q.id, q.content, q.seq AS k1, q.seq AS k2 FROM chat_message q
+             WHERE q.thread_id = m.thread_id AND q.place IS NULL AND """
+    + MEMORY_LIVE
+    + """
+               AND q.seq <= coalesce(m.place, m.seq) AND (q.seq < coalesce(m.place, m.seq) OR m.place IS NOT NULL)
+             ORDER BY q.seq DESC LIMIT 1)
+            UNION ALL
+            (SELECT q.id, q.content, q.place, q.seq FROM chat_message q
+             WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND """
+    + MEMORY_LIVE
+    + """
+               AND (q.place, q.seq) < (coalesce(m.place, m.seq), m.seq)
+             ORDER BY q.place DESC, q.seq DESC LIMIT 1)
+        ) cand
+        ORDER BY cand.k1 DESC, cand.k2 DESC
         LIMIT 1
     ) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
     WHERE m.id > %(after)s AND m.id <= %(upto)s AND m.status <> 'purged'
@@ -39,6 +53,7 @@ SET search = setweight(to_tsvector('english', m.content), 'A') || setweight(to_t
     index_sources = c.sources
 FROM c WHERE m.id = c.id
 """
+)
 
 
 def recompute(apps, schema_editor):

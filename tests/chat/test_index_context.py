@@ -20,7 +20,7 @@ from chat.index_context import INDEX_CONTEXT_WORDS, index_rows
 from chat.indexing import messages_index_embed
 from chat.models import Message
 from chat.services import message_create
-from chat.writer import messages_remove, messages_restore
+from chat.writer import message_rewrite, messages_remove, messages_restore
 from provenance import services as deletions
 from tests.factories import make_thread, make_user
 from tests.helpers import pg_dump
@@ -196,6 +196,12 @@ def test_every_index_is_built_from_live_turns_and_equals_a_reference_recomputati
         if action == "restore":
             if target in deletions_by_message:
                 messages_restore(owner_id=owner.pk, ids=[target], deletion_id=deletions_by_message.pop(target))
+        elif action == "redact":
+            # A rewrite shown in the original's place, then the original removed (as a redaction does).
+            original = Message.objects.get(pk=target)
+            if original.is_live:
+                made.append(message_rewrite(original=original, content=f"rewrite{number} of {index_}", embedding=None))
+                messages_remove(owner_id=owner.pk, ids=[target], deletion_id=number, purge=True)
         else:
             messages_remove(owner_id=owner.pk, ids=[target], deletion_id=number, purge=action == "purge")
             status = Message.objects.get(pk=target).status
