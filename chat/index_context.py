@@ -36,9 +36,14 @@ from chat.models import LIVE_STATUSES, Message
 INDEX_CONTEXT_WORDS = 12
 
 # The previous turn's share of a message's vector (`index_vector`). Measured
-# like INDEX_CONTEXT_WORDS: 0.1 leaves similarity's recall on the CM set as it
-# was, 0.25 cost it one question, the text run together a third.
-TURN_VECTOR_WEIGHT = 0.1
+# like INDEX_CONTEXT_WORDS (docs/RETRIEVAL.md): on the shipped sets a share
+# costs (0.1: one CM paraphrase question, and the PF smoke's semantic-deletion
+# trade-off changes; the text run together cost a third of similarity's
+# recall), so similarity keeps the own words' vector and the context lives in
+# the full-text index. Raise it for chat whose turns lean on the previous one
+# (then `manage.py reembed`); the writer and the deletion's follow-up already
+# recompute vectors as they do search vectors.
+TURN_VECTOR_WEIGHT = 0.0
 
 # Roles whose messages are memory (embedded, retrieved) and so have a context
 # and give one. A system prompt or a tool step is neither: its index is its own words.

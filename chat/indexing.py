@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from chat.embeddings import Embedder, get_embedder
-from chat.index_context import index_rows, index_vector
+from chat.index_context import TURN_VECTOR_WEIGHT, index_rows, index_vector
 from chat.models import Message
 from chat.writer import messages_index_embeddings_set
 
@@ -48,7 +48,8 @@ def messages_index_embed(
     stored = 0
     for start in range(0, len(todo), EMBED_BATCH):
         rows = index_rows(todo[start : start + EMBED_BATCH])
-        turns = [row for row in rows if row.turn]
+        # The previous turns are embedded only when they weigh in the vector.
+        turns = [row for row in rows if row.turn] if TURN_VECTOR_WEIGHT else []
         embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []
         by_turn = dict(zip((row.id for row in turns), embedded[len(rows) :], strict=True))
         vectors = [index_vector(own, by_turn.get(row.id)) for row, own in zip(rows, embedded[: len(rows)], strict=True)]

@@ -6,9 +6,10 @@ message recomputes that message's index in the same transaction: storing a
 message (its own index, and, for a rewrite put in another's place, the one
 after it), removing messages (every index built from them) and restoring
 them (theirs and the ones after them). The search vector is recomputed in
-SQL at once; a vector built from other sources is dropped (the message
-leaves similarity retrieval) until `chat.indexing.messages_index_embed`
-embeds the new index text, after the transaction (embedding is slow and may
+SQL at once; a vector built from other sources (when vectors carry the
+previous turn: TURN_VECTOR_WEIGHT > 0) is dropped (the message leaves
+similarity retrieval) until `chat.indexing.messages_index_embed` embeds the
+new index, after the transaction (embedding is slow and may
 be a network call: never under the owner's lock).
 """
 
@@ -19,21 +20,23 @@ from typing import Any
 
 from django.db import connection
 
-from chat.index_context import INDEX_ROWS_SQL, index_params
+from chat.index_context import INDEX_ROWS_SQL, TURN_VECTOR_WEIGHT, index_params
 from chat.models import Message
 from chat.selectors import vector_literal
 
 _TABLE = Message._meta.db_table
 
 # `fresh`: rows this transaction inserted, whose vector (if the door supplied
-# one) is kept. Any other row whose sources changed loses its vector.
+# one) is kept. Any other row whose sources changed loses its vector, if its
+# vector carries its previous turn (`vectors`: TURN_VECTOR_WEIGHT > 0).
 _REFRESH_SQL = f"""
 WITH c AS MATERIALIZED ({INDEX_ROWS_SQL})
 UPDATE {_TABLE} AS m
 SET search = setweight(to_tsvector('english', m.content), 'A') || setweight(to_tsvector('english', c.context), 'B'),
     index_sources = c.sources,
-    embedding = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) THEN NULL ELSE m.embedding END,
-    embedding_model = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s))
+    embedding = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) AND %(vectors)s
+                THEN NULL ELSE m.embedding END,
+    embedding_model = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) AND %(vectors)s
                       THEN '' ELSE m.embedding_model END
 FROM c
 WHERE m.id = c.id
@@ -44,15 +47,17 @@ RETURNING m.id, c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s))
 def indexes_refresh(*, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[int]:
     """Recompute the search vector and sources of the messages `ids` (not purged); the ids whose sources changed.
 
-    Caller holds the owner's lock, in its transaction. Those ids' vectors are
-    gone (`chat.indexing.messages_index_embed` embeds them again), except
-    for `fresh` rows.
+    Caller holds the owner's lock, in its transaction. Where a vector carries
+    the previous turn (TURN_VECTOR_WEIGHT > 0), those ids' vectors are gone
+    (`chat.indexing.messages_index_embed` embeds them again), except for
+    `fresh` rows.
     """
     wanted = sorted(set(ids))
     if not wanted:
         return []
     with connection.cursor() as cursor:
-        cursor.execute(_REFRESH_SQL, {**index_params(wanted), "fresh": sorted(set(fresh))})
+        params = {**index_params(wanted), "fresh": sorted(set(fresh)), "vectors": TURN_VECTOR_WEIGHT > 0}
+        cursor.execute(_REFRESH_SQL, params)
         return sorted(pk for pk, changed in cursor.fetchall() if changed)
 
 

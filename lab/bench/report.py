@@ -153,10 +153,11 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
     if ctxindex:
         out.append(
             (
-                f"Purge of {ctxindex['neighbours']:,} messages each in a neighbour's index, the neighbours' indexes "
-                "recomputed and re-embedded before the receipt <= 30 s",
-                f"{ctxindex['confirm_s']:.1f} s, {ctxindex['receipt_indexes']['recomputed']:,} recomputed",
-                ctxindex["confirm_s"] <= TARGETS["ctxindex_purge_s"]
+                f"Purge of {ctxindex['neighbours']:,} messages each in a neighbour's index: the neighbours' indexes "
+                "recomputed (in the transaction) and re-embedded (its follow-up) <= 30 s",
+                f"{ctxindex['refresh_s'] + ctxindex['embed_s']:.1f} s, "
+                f"{ctxindex['receipt_indexes']['recomputed']:,} recomputed",
+                ctxindex["refresh_s"] + ctxindex["embed_s"] <= TARGETS["ctxindex_purge_s"]
                 and ctxindex["left_carrying"] == 0
                 and ctxindex["receipt_indexes"]["recomputed"] == ctxindex["carrying"],
             )

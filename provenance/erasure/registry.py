@@ -382,11 +382,13 @@ INDEXES = (
 ELSEWHERE = (
     Place(
         "neighbours' indexes (index_sources)",
-        "a message's first words in the search vector and vector of the turn after it (chat/index_context.py)",
+        "a message's first words in the search vector of the turn after it, and in its vector when "
+        "TURN_VECTOR_WEIGHT > 0 (chat/index_context.py)",
         Way.RECOMPUTE,
         "in the purge's transaction the writer recomputes every index whose `index_sources` holds a purged id "
-        "from live turns (search vector set, vector dropped); before the receipt the follow-up embeds the new "
-        "index texts; the receipt's `indexes` check finds no live index built from a deleted message",
+        "from live turns (the search vector at once; a vector that carries its previous turn, TURN_VECTOR_WEIGHT "
+        "> 0, is dropped and the follow-up embeds it again before the receipt); the receipt's `indexes` check "
+        "finds no live index built from a deleted message",
         AT_CONFIRM,
         "tests/chat/test_index_context.py::"
         "test_purge_leaves_every_neighbour_index_as_if_never_said_and_no_word_in_pg_dump",

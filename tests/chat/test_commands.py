@@ -110,8 +110,6 @@ def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimensio
             (rex.pk, "both"),
             (slippers.pk, "both"),
             (sleeps.pk, "lexical"),
-            # "I am a nurse." follows "Rex sleeps a lot.": its index holds that turn's words (chat/index_context.py).
-            (nurse.pk, "lexical"),
             (old_question.pk, "lexical"),
         ]
         assert _ids(during["old"]) == [(sleeps.pk, "vector"), (nurse.pk, "vector")]
