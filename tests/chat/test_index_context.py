@@ -6,8 +6,10 @@ soft-deleted or redacted, every live message's search vector and vector must
 equal its twin's, and A's words must be nowhere in the database's dump.
 """
 
+import importlib
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
@@ -227,3 +229,17 @@ def test_every_index_is_built_from_live_turns_and_equals_a_reference_recomputati
                 [message.content, context],
             )
             assert message.search == cursor.fetchone()[0]
+
+
+def test_the_data_migration_computes_the_same_index_as_the_writer(owner):
+    """Migration 0014's frozen copy of the index, run over rows the writer indexed, changes none of them."""
+    migration = importlib.import_module("chat.migrations.0014_ctxindex_recompute")
+    made = typed(owner, conversation())
+    rewrite = message_rewrite(original=made[1], content="A quieter cousin", embedding=None)
+    messages_remove(owner_id=owner.pk, ids=[made[1].pk], deletion_id=1, purge=True)
+    rows = Message.objects.filter(owner=owner).order_by("pk")
+    before = list(rows.values_list("pk", "search", "index_sources"))
+    assert index(made[2].pk)[2] == [rewrite.pk]
+    rows.update(search=None, index_sources=[])
+    migration.recompute(None, SimpleNamespace(connection=connection))
+    assert list(rows.values_list("pk", "search", "index_sources")) == before
