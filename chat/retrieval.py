@@ -106,10 +106,9 @@ _LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('english', %(text)s))"
 OWNER_SEARCH = "(array_to_tsvector(ARRAY['#' || owner_id::text]) || search)"
 
 
-def _owner_tsquery(owner_id: int, lexemes: list[str], own: bool = False) -> str:
-    # Safe to build: an integer and alphanumeric lexemes only, each quoted
-    # (`own`: matched among a message's own words only, weight 'A').
-    words = " | ".join(f"'{lexeme}'" + (":A" if own else "") for lexeme in lexemes)
+def _owner_tsquery(owner_id: int, lexemes: list[str]) -> str:
+    # Safe to build: an integer and alphanumeric lexemes only, each quoted.
+    words = " | ".join(f"'{lexeme}'" for lexeme in lexemes)
     return f"'#{int(owner_id)}' & ({words})"
 
 
@@ -159,10 +158,8 @@ def query_terms(*, owner_id: int, text: str, exclude_id: int = 0, budget: int | 
             "owner": owner_id,
             "exclude": exclude_id,
             "window": DF_WINDOW,
-            # A document frequency counts the messages whose own words hold a lexeme
-            # (weight 'A'), not those holding it in their context (chat/index_context.py).
-            "queries": [f"'{lexeme}':A" for lexeme in lexemes],
-            "owner_queries": [_owner_tsquery(owner_id, [lexeme], own=True) for lexeme in lexemes],
+            "queries": [f"'{lexeme}'" for lexeme in lexemes],
+            "owner_queries": [_owner_tsquery(owner_id, [lexeme]) for lexeme in lexemes],
             "cap": budget + 1,
         }
         cursor.execute(_DF_SQL, params)
