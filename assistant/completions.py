@@ -55,7 +55,6 @@ step back: a removed call or result is a removed position, dropped like any.
 """
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
@@ -63,7 +62,7 @@ from django.contrib.postgres.search import SearchQuery
 from django.db import transaction
 from django.db.models import QuerySet
 
-from chat.embeddings import get_embedder
+from chat.indexing import messages_index_embed
 from chat.models import Message, Thread, Turn
 from chat.quotas import chat_transcript_admit
 from chat.services import system_message_store, tool_results_turn_create, turn_create
@@ -238,13 +237,6 @@ def thread_for_transcript(*, owner: User, thread_id: int | None, earlier: list[S
     return thread_match(owner=owner, earlier=earlier) if earlier else None
 
 
-def _embed(new: list[Said]) -> Sequence[list[float] | None]:
-    # A tool step is not memory (never retrieved): no vector.
-    memory = [said for said in new if said.role != "tool" and not said.tool_calls]
-    vectors = iter(get_embedder().embed([said.text for said in memory]) if memory else [])
-    return [None if said.role == "tool" or said.tool_calls else next(vectors) for said in new]
-
-
 def completion_turn_start(*, owner: User, thread_id: int | None, conversation: list[Said], system: str = "") -> Started:
     """Store what is new in a client's conversation and a pending turn for its last message.
 
@@ -269,8 +261,7 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
         alignment = Alignment(dropped_new=len(earlier))
     else:
         alignment = transcript_align(thread=thread, earlier=earlier)
-    # Embedded before the lock (it is slow); checked under it.
-    vectors = _embed(alignment.new)
+    stored_ids: list[int] = []
     with transaction.atomic():
         if thread is None:
             thread = Thread.objects.create(owner=owner, title=THREAD_TITLE)
@@ -280,10 +271,7 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
             # this one (a double submit) cannot store the extension twice, and a
             # tail forgotten meanwhile stops the extension.
             owner_lock(owner.pk)
-            current = transcript_align(thread=thread, earlier=earlier)
-            if current.new != alignment.new:
-                vectors = _embed(current.new)
-            alignment = current
+            alignment = transcript_align(thread=thread, earlier=earlier)
         # The prompt first: a reply the client's model wrote under it derives from it (it is
         # "before" every new message), so purging the prompt takes that reply too.
         if system.strip():
@@ -304,18 +292,20 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
                                 Supplied(
                                     role=said.role,
                                     content=said.text,
-                                    embedding=vector,
                                     tool_calls=said.stored_calls(),
                                     tool_call_id=said.tool_call_id,
                                 )
-                                for said, vector in zip(alignment.new, vectors, strict=True)
+                                for said in alignment.new
                             ),
                         ],
                     )
                 ],
             )
             alignment.derived_removed = stored.skipped
+            stored_ids = [m.pk for m in stored.created]
         turn = turn_create(thread=thread, content=last.text, enqueue=False, system=system)
+    # Outside the lock (it is slow): the new messages' index texts (chat/indexing.py).
+    messages_index_embed(ids=stored_ids)
     logger.info(
         "completion turn %s in thread %s: %s matched, %s stored, %s dropped (%s removed)",
         turn.pk,

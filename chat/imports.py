@@ -42,7 +42,6 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chat.embeddings import get_embedder
 from chat.import_uploads import upload_read, upload_store
 from chat.importers import (
     Conversation,
@@ -55,6 +54,7 @@ from chat.importers import (
     parse_file,
     sniff_file,
 )
+from chat.indexing import messages_index_embed
 from chat.models import ImportJob, ImportUpload, Message, Thread
 from chat.quotas import ImportAllowance, import_admit
 from chat.source_keys import stored_keys
@@ -167,7 +167,6 @@ class ImportProgress:
 class _Unit:
     conversations: list[Conversation]
     edges: list[ImportedEdge] | None
-    vectors: dict[tuple[str, str], list[float] | None] = field(default_factory=dict)
 
 
 def _existing(owner_id: int, source: str, conversations: list[Conversation]) -> dict[str, dict[str, tuple[int, str]]]:
@@ -228,7 +227,7 @@ def _imported_threads(owner_id: int, source: str, keys: list[str]) -> dict[str, 
 
 
 def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
-    """Groups of units whose new messages are embedded together."""
+    """Groups of units whose new messages are embedded together, once stored."""
     if parsed.edges is not None:
         yield [_Unit(conversations=parsed.conversations, edges=parsed.edges)]
         return
@@ -244,26 +243,6 @@ def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
         yield group
 
 
-def _embed_new(owner_id: int, source: str, group: list[_Unit]) -> None:
-    """Embed, outside any transaction, the messages not imported yet; never a tool step (it is not memory)."""
-    wanted: list[tuple[tuple[str, str], str]] = []
-    existing = _existing(owner_id, source, [c for unit in group for c in unit.conversations])
-    for unit in group:
-        for conversation in unit.conversations:
-            known = existing[conversation.source_id]
-            wanted += [
-                ((conversation.source_id, m.source_id), m.text)
-                for m in conversation.messages
-                if m.source_id not in known and not m.is_tool_step
-            ]
-    if not wanted:
-        return
-    vectors = get_embedder().embed([text for _, text in wanted])
-    by_key = dict(zip((key for key, _ in wanted), vectors, strict=True))
-    for unit in group:
-        unit.vectors = by_key
-
-
 def history_import(
     *,
     owner_id: int,
@@ -272,10 +251,12 @@ def history_import(
 ) -> ImportProgress:
     """Import parsed conversations for one owner; each conversation whole or not at all.
 
-    Side effects, per conversation (per file for DeLLM's export): embeds its new
-    messages (outside any transaction), then under the owner's lock creates
-    its thread if needed, appends its new messages with the next sequence
-    numbers, and inserts their provenance edges. A conversation that fails is
+    Side effects, per conversation (per file for DeLLM's export): under the
+    owner's lock creates its thread if needed, appends its new messages with
+    the next sequence numbers (the writer sets their indexes, as for a chat
+    turn), and inserts their provenance edges; then, per group of
+    conversations and outside any transaction, embeds the new messages'
+    index texts (`chat.indexing.messages_index_embed`). A conversation that fails is
     rolled back and reported in `errors`; the next one goes on. Once one does
     not fit the owner's quotas, it and every later one are reported so
     (`chat.quotas.ImportAllowance`): the import lands a prefix of the file,
@@ -297,7 +278,7 @@ def history_import(
     seen_threads: set[int] = set()
     allowance = ImportAllowance.start(owner_id=owner_id)
     for group in _units(parsed):
-        _embed_new(owner_id, parsed.format, group)
+        created: list[int] = []
         for unit in group:
             count = sum(len(c.messages) for c in unit.conversations)
             try:
@@ -310,12 +291,14 @@ def history_import(
                 progress.messages_imported += done["imported"]
                 progress.messages_skipped += done["skipped"]
                 progress.edges_created += done["edges"]
+                created += done["created"]
                 progress.threads += [t for t in done["threads"] if t not in seen_threads]
                 seen_threads.update(done["threads"])
             progress.conversations_done += len(unit.conversations)
             progress.messages_done += count
             if on_progress is not None:
                 on_progress(progress)
+        messages_index_embed(ids=created)
     return progress
 
 
@@ -339,7 +322,7 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
             cursor.execute("SET LOCAL synchronous_commit = off")
         owner_lock(owner_id)
         # Re-read under the lock: a concurrent import of the same file may
-        # have landed some of these since they were embedded.
+        # have landed some of these since they were read.
         existing = _existing(owner_id, source, unit.conversations)
         threads: dict[str, int] = {
             key: thread.pk
@@ -358,7 +341,6 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
             return Supplied(
                 role=message.role,
                 content=message.text,
-                embedding=unit.vectors.get((conversation.source_id, message.source_id)),
                 imported_from=source,
                 source_id=message.source_id,
                 source_created_at=message.source_time,
@@ -403,7 +385,13 @@ def _unit_commit(*, owner_id: int, source: str, unit: _Unit, allowance: ImportAl
                 thread_for=thread_for,
             )
     touched = sorted({m.thread_id for m in stored.created})
-    return {"imported": len(stored.created), "skipped": stored.skipped, "edges": stored.edges, "threads": touched}
+    return {
+        "imported": len(stored.created),
+        "skipped": stored.skipped,
+        "edges": stored.edges,
+        "threads": touched,
+        "created": [m.pk for m in stored.created],
+    }
 
 
 # --- Jobs --------------------------------------------------------------------

@@ -4,7 +4,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from pgvector.django import VectorField
 
@@ -87,11 +87,14 @@ class Message(models.Model):
     # No dimension: any embedder fits; `embedding_model` says which vector space a row is in.
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True, default="")
-    search = models.GeneratedField(
-        expression=SearchVector("content", config="english"),
-        output_field=SearchVectorField(),
-        db_persist=True,
-    )
+    # The message's index (chat/index_context.py): its own words weighted 'A'
+    # and its conversational context 'B', set by the writer (null: a purged
+    # tombstone). Derived from the messages in `index_sources` too.
+    search = SearchVectorField(null=True, blank=True)
+    # The ids of the messages whose words this message's `search` and
+    # `embedding` carry (its previous turn): when one is removed or restored,
+    # the writer recomputes this index from what is live. Ids only.
+    index_sources = ArrayField(models.BigIntegerField(), default=list, db_default="{}", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     # The id of the provenance deletion that removed (or scheduled) this
     # message. A plain indexed id, not a foreign key: chat records and never
@@ -134,11 +137,13 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["owner", "status", "seq"], name="message_owner_status_seq"),
             models.Index(fields=["thread", "seq"], name="message_thread_seq"),
-            # A rewrite's shown position (`place`), for the neighbour lookup (chat/retrieval.py, NEIGHBOURS).
-            models.Index(
-                fields=["thread", "place"], name="message_thread_place", condition=models.Q(place__isnull=False)
-            ),
             GinIndex(fields=["search"], name="message_search_gin"),
+            GinIndex(fields=["index_sources"], name="message_index_sources_gin"),
+            # The rewrites shown at another's place: with message_thread_seq, a message's previous turn
+            # in the order its thread shows (chat/index_context.py).
+            models.Index(
+                fields=["thread", "place", "seq"], condition=models.Q(place__isnull=False), name="message_thread_place"
+            ),
         ]
 
     # Attached by `chat.selectors.with_edges` or `with_capped_edges` (not columns).

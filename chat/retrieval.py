@@ -71,6 +71,13 @@ BM25_B = 0.75
 # alone (lab/README.md, "Retrieval quality", has the measurement; DELLM_LEXICAL_FLOOR).
 LEXICAL_FLOOR = 0.35
 
+# A lexeme a message holds only in its context (its previous turn, speaker
+# or date: weight 'B' of its search vector, chat/index_context.py) counts
+# this share of its IDF: own words are preferred (docs/RETRIEVAL.md,
+# "Conversational context": counted in full, context cost CM's fused recall@5
+# 0.046; at 0.25 it costs nothing and lifts recall@1).
+CONTEXT_WEIGHT = 0.25
+
 # A past question states no fact (the responder never quotes one either), so
 # it ranks below statements that match as well: its fused score is scaled.
 QUESTION_WEIGHT = 0.5
@@ -201,10 +208,12 @@ vec AS MATERIALIZED (
 
 _LEXICAL_CTE = f"""
 terms AS MATERIALIZED (
-    SELECT lexeme::tsquery AS q, idf FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+    SELECT lexeme::tsquery AS q, (lexeme || ':A')::tsquery AS own, idf
+    FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
 ), lexmatch AS MATERIALIZED (
     SELECT m.id, m.owner_id, m.seq, length(m.search) AS len,
-           (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
+           (SELECT sum(t.idf * CASE WHEN m.search @@ t.own THEN 1 ELSE %(context_weight)s::float8 END)
+            FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE %(has_terms)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s
       AND m.role <> %(tool)s AND m.tool_calls IS NULL
@@ -303,6 +312,7 @@ def hybrid_retrieve(
         "threshold": threshold,
         "lexical_floor": lexical_floor,
         "lexemes": terms.lexemes,
+        "context_weight": CONTEXT_WEIGHT,
         "idf": terms.idf,
         "mass": terms.mass or 1.0,
         # An empty tsquery matches nothing (PostgreSQL notices, does not fail).

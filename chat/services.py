@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from chat.embeddings import embed_one
+from chat.indexing import messages_index_embed
 from chat.llm import Answer, ContextItem, ToolStep, get_responder
 from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
 from chat.selectors import context_retrieve
@@ -21,7 +21,6 @@ from chat.writer import (
     Source,
     SourcesRemoved,
     Supplied,
-    message_embedding_set,
     message_store,
     messages_source_keys_digest,
     tool_results_store,
@@ -125,19 +124,12 @@ def _enqueue_turn(turn_id: int) -> None:
 
 
 def message_embed(*, message_id: int) -> Message | None:
-    """Compute and store a message's embedding if it is missing (idempotent)."""
+    """Compute and store a message's index vector if it is missing (idempotent; `chat.indexing`)."""
     message = Message.objects.filter(pk=message_id).first()
     if message is None or message.embedding is not None or not message.is_live:
         return message
-    vector = embed_one(message.content)
-    if vector is None:
-        return message
-    if message_embedding_set(message_id=message_id, embedding=vector):
-        # Stored as computed, on a message still live: nothing to read back.
-        message.embedding, message.embedding_model = vector, settings.DELLM_EMBEDDING_MODEL
-    else:
-        # Removed, or embedded by another run, meanwhile: what is stored now decides.
-        message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
+    messages_index_embed(ids=[message_id])
+    message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
     return message
 
 
@@ -312,8 +304,8 @@ def turn_run(
                 turn=turn,
                 context=context,
                 text=text,
-                # A tool call is not memory: never embedded, never retrieved (chat/retrieval.py).
-                embedding=None if answer.tool_calls else embed_one(text),
+                # Embedded once committed, with its context (below); a tool call never is.
+                embedding=None,
                 tool_calls=answer.tool_calls,
                 results=[pk for _, ids in steps for pk in ids],
             )
@@ -330,6 +322,9 @@ def turn_run(
                 on_rebuild()
             continue
         turn.refresh_from_db()
+        if turn.reply_id is not None:
+            # Its index text holds the question it answers (chat/index_context.py); a tool call is not memory.
+            messages_index_embed(ids=[turn.reply_id])
         return turn
     return turn_fail(turn_id=turn.pk, error="Memory kept changing while the reply was generated; please retry.")
 
@@ -575,29 +570,26 @@ def note_store(*, owner_id: int, text: str, derived_from: list[int]) -> Message:
     Through the writer's `message_store`, so its rule holds: refused with
     `NotFound` (nothing written) if any of `derived_from` is not a live
     message of the owner, whether another owner's, missing or removed, so
-    an id's existence is never revealed. Embedded before the owner's lock
-    (the model call must not hold up replies and deletions), so the note is
-    retrievable at once, like a user's message. Purging any source removes
-    the note (it is in that source's Dep).
+    an id's existence is never revealed. Embedded after the owner's lock
+    is released (the model call must not hold up replies and deletions),
+    before it returns, so the note is retrievable at once, like a user's
+    message. Purging any source removes the note (it is in that source's Dep).
     """
     validate_content(text)
-    embedding = embed_one(text)
     thread = notes_thread(owner_id=owner_id)
     sources = [
         Source(id=pk, rank=rank, score=0.0, signal=ContextEdge.Signal.AGENT)
         for rank, pk in enumerate(dict.fromkeys(derived_from), start=1)
     ]
     try:
-        return message_store(
-            owner_id=owner_id,
-            thread_id=thread.pk,
-            role=Message.Role.NOTE,
-            content=text,
-            embedding=embedding,
-            sources=sources,
+        note = message_store(
+            owner_id=owner_id, thread_id=thread.pk, role=Message.Role.NOTE, content=text, sources=sources
         )
     except SourcesRemoved as refused:
         raise NotFound(f"No memory with id {refused.ids[0]}.", fields={"derived_from": str(refused.ids[0])}) from None
+    messages_index_embed(ids=[note.pk])
+    note.refresh_from_db(fields=["embedding", "embedding_model"])
+    return note
 
 
 def memory_read_record(*, owner_id: int, client: str, tool: str, message_ids: list[int]) -> MemoryRead | None:

@@ -6,9 +6,9 @@ lock (`dellm_site.locks.owner_lock`), the same lock reply commits take.
 Audit rows carry ids, counts and kinds, never message text or query text.
 """
 
+import dataclasses
 import logging
 import math
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,8 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from chat.embeddings import embed_one
+from chat.index_context import index_dependents, index_followers
+from chat.indexing import messages_index_embed
 from chat.models import LIVE_STATUSES, Message, Turn
 from chat.services import regeneration_turns_close, regeneration_turns_create, validate_content
 from chat.writer import (
@@ -309,17 +311,21 @@ def _apply(
     *,
     deletion: DeletionRequest,
     purge: bool,
-    replacements: dict[int, tuple[str, list[float] | None]] | None = None,
-    then: Callable[[ForgetProbe], Any] | None = None,
+    replacements: dict[int, str] | None = None,
+    then: "_VerifyLater | None" = None,
 ) -> ForgetProbe | None:
     """Recompute Dep(M) and remove it. Caller holds the owner's lock.
 
-    Then, in the same transaction: each redacted original gets its replacement
-    (`replacements`: {original id: (approved text, its embedding)}), and with
-    `derived="regenerate"` the removed replies to rewrite get pending turns.
-    Returns the receipt's forget probe, read before a purge destroys the
-    embeddings; or None when `then` is given and a thread took the probe over
-    (`probe_handoff`: it reads the same rows and calls `then` with it).
+    The writer recomputes, in the same transaction, every index built from a
+    removed message (chat/index_context.py); they are listed in the probe
+    (`reindexed`) for the follow-up to embed and the receipt to count. Then:
+    each redacted original gets its replacement (`replacements`: {original
+    id: approved text}), and with `derived="regenerate"` the removed replies
+    to rewrite get pending turns. Returns the receipt's forget probe, read
+    before a purge destroys the embeddings; or None when `then` is given and a
+    thread took the probe over (`probe_handoff`: it reads the same rows and
+    calls `then` with it; the recomputed indexes reach it through
+    `_verify_later`'s `reindexed`, filled here before the lock is released).
     """
     members = dep_ids(owner_id=deletion.owner_id, roots=deletion.matched_ids, depth=deletion.depth)
     if then is not None:
@@ -332,6 +338,7 @@ def _apply(
         )
     else:
         probe = forget_probe(owner_id=deletion.owner_id, message_ids=members, roots=deletion.matched_ids)
+    reindexed = set(index_dependents(owner_id=deletion.owner_id, ids=members)) - members
     originals = {
         message.pk: message
         for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
@@ -359,11 +366,12 @@ def _apply(
         + ")"
     )
     redacted: dict[int, int | None] = {}
-    for original_id, (text, embedding) in sorted((replacements or {}).items()):
+    for original_id, text in sorted((replacements or {}).items()):
         if original_id in originals:
-            redacted[original_id] = message_rewrite(
-                original=originals[original_id], content=text, embedding=embedding
-            ).pk
+            redacted[original_id] = message_rewrite(original=originals[original_id], content=text, embedding=None).pk
+    # A replacement's index is new, and so is the one after it (its previous turn is the replacement now).
+    replacements_stored = [pk for pk in redacted.values() if pk is not None]
+    reindexed |= set(replacements_stored) | set(index_followers(replacements_stored))
     deletion.redacted = {str(old): new for old, new in redacted.items()}
     if redacted:
         # A redaction rewrites its dependents: the replies it fed answer the redacted text.
@@ -382,7 +390,19 @@ def _apply(
         deletion.outcome += f"; {len(plan)} replies to rewrite"
     else:
         deletion.regenerate_ids = []
-    return probe
+    if then is not None:
+        then.reindexed.update(reindexed)
+    return None if probe is None else dataclasses.replace(probe, reindexed=frozenset(reindexed))
+
+
+def _indexes_embed(reindexed: frozenset[int]) -> None:
+    """The deletion's follow-up, after its commit and before its receipt: the recomputed indexes get vectors.
+
+    Outside the lock (a model call), batched (`chat.indexing`); an index
+    recomputed again meanwhile is left to the write that did it.
+    """
+    if reindexed:
+        messages_index_embed(ids=reindexed)
 
 
 def _validate_redactions(*, owner_id: int, matched: list[int], redactions: object) -> dict[int, str]:
@@ -449,7 +469,7 @@ def deletion_confirm(
     scheduled deletion again returns it unchanged.
     """
     probe = None
-    later = _verify_later(deletion_id) if verify_later and not transaction.get_connection().in_atomic_block else None
+    later = _VerifyLater(deletion_id) if verify_later and not transaction.get_connection().in_atomic_block else None
     preview = DeletionRequest.objects.filter(pk=deletion_id, owner_id=owner_id).first()
     if preview is None:
         raise NotFound(f"No deletion with id {deletion_id}.")
@@ -458,8 +478,6 @@ def deletion_confirm(
     approved = _validate_redactions(owner_id=owner_id, matched=preview.matched_ids, redactions=redactions)
     if approved and preview.mode == Mode.EXPIRE and preview.status == Status.PREVIEWED:
         raise ValidationFailed("Redaction happens at confirm; use mode soft or purge.", fields={"redactions": "expire"})
-    # Embedded before the lock: the model call must not hold up replies and deletions.
-    replacements = {pk: (text, embed_one(text)) for pk, text in approved.items()}
     with transaction.atomic():
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status in (Status.EXECUTED, Status.SCHEDULED, Status.VERIFICATION_FAILED):
@@ -482,23 +500,35 @@ def deletion_confirm(
             deletion.status = Status.SCHEDULED
             deletion.outcome = f"scheduled for {deletion.expire_at.isoformat()}"
         else:
-            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=replacements, then=later)
+            probe = _apply(deletion=deletion, purge=deletion.mode == Mode.PURGE, replacements=approved, then=later)
         deletion.save()
         _after_commit(deletion)
     if probe is not None:
+        _indexes_embed(probe.reindexed)
         deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
         _regeneration_start(deletion)
+    elif later is not None:
+        _indexes_embed(frozenset(later.reindexed))  # the receipt is the verifying thread's
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
     deletion.refresh_from_db()
     return deletion
 
 
-def _verify_later(deletion_id: int) -> Callable[[ForgetProbe], None]:
-    """What the verifying thread does with the probe: the receipt, then what `deletion_confirm` does after it."""
+@dataclasses.dataclass
+class _VerifyLater:
+    """What the verifying thread does with the probe: the receipt, then what `deletion_confirm` does after it.
 
-    def then(probe: ForgetProbe) -> None:
+    `reindexed`: the indexes the deletion recomputed, filled by `_apply` before
+    the owner's lock is released; the thread reads it after taking that lock.
+    """
+
+    deletion_id: int
+    reindexed: set[int] = dataclasses.field(default_factory=set)
+
+    def __call__(self, probe: ForgetProbe) -> None:
         # Waits for the owner's lock, so it runs once the deletion has committed (or rolled back: then unchanged).
-        deletion = deletion_verify(deletion_id=deletion_id, probe=probe)
+        probe = dataclasses.replace(probe, reindexed=frozenset(self.reindexed))
+        deletion = deletion_verify(deletion_id=self.deletion_id, probe=probe)
         if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
             return  # rolled back, or undone before its receipt: nothing more to do
         if deletion.mode == Mode.PURGE:
@@ -506,8 +536,6 @@ def _verify_later(deletion_id: int) -> Callable[[ForgetProbe], None]:
             # enqueued on commit may have run meanwhile and had to leave them. This one finds them released.
             erasure_vacuum_task.delay(owner_id=deletion.owner_id)
         _regeneration_start(deletion)
-
-    return then
 
 
 def _regeneration_start(deletion: DeletionRequest) -> None:
@@ -553,6 +581,7 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)
+    _indexes_embed(probe.reindexed)
     deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
     _regeneration_start(deletion)
     return deletion
@@ -633,6 +662,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         # another deletion (I1); the transaction then leaves everything as it was.
         regeneration_turns_close(deletion_id=deletion.pk, error="The deletion was undone.")
         rewrites = undo_plan(deletion=deletion).removes
+        reindexed = set(index_dependents(owner_id=owner_id, ids=rewrites))
         messages_remove(owner_id=owner_id, ids=rewrites, deletion_id=deletion.pk, purge=False)
         try:
             messages_restore(owner_id=owner_id, ids=removed, deletion_id=deletion.pk)
@@ -649,6 +679,9 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             f", removed {len(rewrites)} rewritten" if rewrites else ""
         )
         deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])
+        # The restored messages' indexes and those after them were recomputed with them back.
+        reindexed |= removed | set(index_followers(removed))
+    messages_index_embed(ids=reindexed)
     return deletion
 
 

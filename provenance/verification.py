@@ -20,6 +20,10 @@ A receipt says, in ids and counts, whether the deletion happened completely:
   destroys them) and live only in memory, in a `ForgetProbe`, until the check
   has run.
 - `purge` (purges and fired expiries): the deleted rows keep no content and no embedding.
+- `indexes`: no live message's index was built from a deleted message
+  (`index_sources`, chat/index_context.py): the writer recomputed each such
+  index from what is live in the deletion's transaction, and `recomputed`
+  says how many.
 
 A failed check is loud: status `verification_failed`, an error log (ids
 only), and a warning on the admin's deletion audit.
@@ -37,6 +41,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from chat.index_context import index_stale
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Turn
 from chat.retrieval import QueryTerms, lexical_neighbours, query_terms
 from chat.selectors import vector_literal
@@ -83,6 +88,9 @@ class ForgetProbe:
     horizon: int = 0
     # The embedding model of each of `vectors`.
     models: list[str] = field(default_factory=list)
+    # The messages whose index (search vector, vector) the deletion recomputed
+    # because it was built from a removed message (chat/index_context.py).
+    reindexed: frozenset[int] = frozenset()
 
 
 def forget_threshold() -> float:
@@ -248,7 +256,9 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
     still fails the test.
     """
     candidates = ids - before
+    # A recomputed index (`probe.reindexed`) holds live words only: its own message's and its live previous turn's.
     typed = set(Turn.objects.filter(user_message_id__in=candidates).values_list("user_message_id", flat=True))
+    typed |= candidates & probe.reindexed
     later = {pk for pk in candidates if pk > probe.horizon}
     if not later:
         return typed
@@ -258,6 +268,7 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
         .exclude(source__status__in=LIVE_STATUSES)
         .values_list("target_id", flat=True)
     )
+    # A recomputed index holds live words only: its own message's and its live previous turn's.
     return typed | (later & replacements) | with_live_context
 
 
@@ -287,11 +298,17 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe | None) -> dict:
     gone = sorted(set(deletion.matched_ids) | deleted)
     still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
+    stale_indexes = index_stale(owner_id=deletion.owner_id, removed=deleted)
     checks = {
         "taint": {"passed": not violations, "violations": violations},
         "gone": {"passed": not still_live, "checked": len(gone), "live": still_live},
         "forget": _forget_not_run() if probe is None else _forget_check(deletion=deletion, probe=probe),
         "purge": None,
+        "indexes": {
+            "passed": not stale_indexes,
+            "recomputed": 0 if probe is None else len(probe.reindexed),
+            "stale": stale_indexes,
+        },
     }
     if deletion.mode != DeletionRequest.Mode.SOFT:
         rows = Message.objects.filter(pk__in=deleted)

@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import Max
 
 from chat.models import ContextEdge, Message, Thread
+from chat.writer import indexes_refresh
 
 _names = itertools.count(1)
 
@@ -25,7 +26,7 @@ def make_thread(owner, title: str = "") -> Thread:
 
 def make_message(thread: Thread, content: str = "", role: str = "user", embedding=None, **extra) -> Message:
     seq = (Message.objects.filter(owner_id=thread.owner_id).aggregate(m=Max("seq"))["m"] or 0) + 1
-    return Message.objects.create(
+    message = Message.objects.create(
         owner_id=thread.owner_id,
         thread=thread,
         seq=seq,
@@ -36,6 +37,10 @@ def make_message(thread: Thread, content: str = "", role: str = "user", embeddin
         # selection and retrieval compare only vectors of the configured model.
         **({"embedding_model": settings.DELLM_EMBEDDING_MODEL} if embedding is not None else {}) | extra,
     )
+    # Its index (search vector, sources) as the writer sets it; the given vector is kept.
+    indexes_refresh(ids=[message.pk], fresh=[message.pk])
+    message.refresh_from_db(fields=["search", "index_sources"])
+    return message
 
 
 def make_edge(source: Message, target: Message, rank: int = 1, score: float = 0.5) -> ContextEdge:
@@ -66,7 +71,9 @@ def make_long_thread(owner, messages: int, width: int, imported_from: str = "cha
             WHERE t.thread_id = %s""",
             [width, thread.pk],
         )
-    return thread, dict(Message.objects.filter(thread=thread).values_list("seq", "pk"))
+    ids = dict(Message.objects.filter(thread=thread).values_list("seq", "pk"))
+    indexes_refresh(ids=ids.values(), fresh=ids.values())
+    return thread, ids
 
 
 def unit_vector(seed: int, dim: int = 256) -> list[float]:

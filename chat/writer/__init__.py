@@ -46,6 +46,17 @@ first wins and keeps no vector (I3). The lab's bulk loaders (`messages_copy`,
 `edges_copy`, `owners_history_delete`) take none either: they load or drop
 whole synthetic histories of a benchmark database, never a live one.
 
+Indexes are derived (`chat.index_context`): a message's search vector and
+vector carry its previous turn's words, and `index_sources` records which
+message that was. Every write here that changes a message's previous turn
+recomputes its index in the same transaction (`chat.writer.indexes`): a
+store (and what follows a rewrite put in another's place), a removal (every
+index built from a removed message, soft-deleted ones included after a
+purge), a restore (the restored messages and what follows them). The search
+vector is set at once; a vector built from other sources is dropped until
+`chat.indexing.messages_index_embed` embeds the new index text, outside
+the lock.
+
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.
 
@@ -59,6 +70,7 @@ neutralises imported titles and digests their keys).
 """
 
 from chat.writer.bulk import edges_copy, messages_copy, owners_history_delete
+from chat.writer.indexes import indexes_refresh, messages_index_embeddings_set
 from chat.writer.messages import (
     Branch,
     GraphEdge,
@@ -74,8 +86,6 @@ from chat.writer.messages import (
     transcripts_store,
 )
 from chat.writer.statuses import (
-    message_embedding_set,
-    messages_embeddings_set,
     messages_expiring_clear,
     messages_expiring_mark,
     messages_remove,
@@ -93,13 +103,13 @@ __all__ = [
     "Supplied",
     "edges_copy",
     "graph_store",
-    "message_embedding_set",
+    "indexes_refresh",
     "message_rewrite",
     "message_store",
     "messages_copy",
-    "messages_embeddings_set",
     "messages_expiring_clear",
     "messages_expiring_mark",
+    "messages_index_embeddings_set",
     "messages_remove",
     "messages_restore",
     "messages_source_keys_digest",

@@ -8,8 +8,11 @@ from typing import Any
 from django.db import connection, transaction
 
 from chat.models import ContextEdge, Message, Turn
+from chat.writer.indexes import indexes_refresh
 
 MESSAGES, EDGES = Message._meta.db_table, ContextEdge._meta.db_table
+# Rows whose index one statement computes after a COPY.
+INDEX_BATCH = 5000
 
 _COPY_TYPES = [
     *("bigint", "integer", "bigint", "bigint", "varchar", "text", "vector", "varchar", "varchar"),
@@ -22,15 +25,22 @@ def messages_copy(*, copy_cursor: Any, rows: Iterable[tuple[Any, ...]]) -> None:
     embedding_model, created_at)`; `copy_cursor` is a psycopg cursor with pgvector's dumper registered.
 
     For the seeder: a fresh synthetic history with nothing removed, so every
-    source is live (rule 1) by construction; `edges_copy` links it.
+    source is live (rule 1) by construction; `edges_copy` links it. Then each
+    row's index (search vector, sources) is computed as for a chat turn
+    (`indexes_refresh`, in batches); the seeder's vectors are kept.
     """
+    ids: list[int] = []
     with copy_cursor.copy(
         f"COPY {MESSAGES} (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
         "status, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
     ) as copy:
         copy.set_types(_COPY_TYPES)
         for *head, created_at in rows:
+            ids.append(head[0])
             copy.write_row((*head, Message.Status.ACTIVE.value, created_at, created_at))
+    for start in range(0, len(ids), INDEX_BATCH):
+        batch = ids[start : start + INDEX_BATCH]
+        indexes_refresh(ids=batch, fresh=batch)
 
 
 def edges_copy(*, copy_cursor: Any, owner_id: int, rows: Iterable[tuple[int, int, int, float]]) -> None:

@@ -1,52 +1,22 @@
-"""Changing what is stored: embeddings and statuses (see `chat.writer`)."""
+"""Changing what is stored: import keys and statuses (see `chat.writer`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, JSONField, Value, When
 from django.utils import timezone
 
+from chat.index_context import index_dependents, index_followers
 from chat.models import Message
-from chat.selectors import vector_literal
 from chat.source_keys import source_key_digest
+from chat.writer.indexes import indexes_refresh
 from chat.writer.messages import SourcesRemoved
 from dellm_site.locks import owner_lock
 
-# --- Embeddings ----------------------------------------------------------------
-
-
-def message_embedding_set(*, message_id: int, embedding: list[float]) -> bool:
-    """Store a live message's missing embedding (the configured model's); False if it was removed or has one."""
-    return bool(
-        Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
-            embedding=embedding, embedding_model=settings.DELLM_EMBEDDING_MODEL
-        )
-    )
-
-
-# A message purged (or re-embedded) since it was read is left alone, so a
-# purge that lands mid-batch keeps no embedding (I3).
-_EMBEDDINGS_SQL = f"""
-UPDATE {Message._meta.db_table} AS m
-SET embedding = u.embedding::vector, embedding_model = %s, updated_at = now()
-FROM unnest(%s::bigint[], %s::text[]) AS u(id, embedding)
-WHERE m.id = u.id AND m.status <> 'purged' AND m.content <> ''
-"""
-
-
-def messages_embeddings_set(*, ids: Sequence[int], embeddings: Sequence[list[float] | None], model: str) -> int:
-    """Replace the embeddings of messages that still have content, in one statement; how many changed.
-
-    `manage.py reembed`'s batches. A text the model cannot embed gets no vector.
-    """
-    literals = [None if vector is None else vector_literal(vector) for vector in embeddings]
-    with connection.cursor() as cursor:
-        cursor.execute(_EMBEDDINGS_SQL, [model, list(ids), literals])
-        return cursor.rowcount
+# --- Import keys ---------------------------------------------------------------
 
 
 def messages_source_keys_digest(*, owner_id: int, ids: Iterable[int]) -> int:
@@ -79,9 +49,12 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
     Soft: live ones become `deleted` (restorable by `messages_restore`).
     Purge: every one not yet purged becomes a content-free tombstone (id,
     role, timestamps stay so the graph and the audit keep their shape;
-    content, tool calls, embedding and the generated search vector go; a VACUUM later
-    reclaims the old tuples). Takes the owner's lock. Provenance decides
-    which ids (Dep); this only writes them.
+    content, tool calls, embedding, search vector and index sources go; a VACUUM later
+    reclaims the old tuples). Then, in the same transaction, every index
+    built from a removed message is recomputed from what is live
+    (`indexes_refresh`: the search vector now, the vector dropped until
+    `chat.indexing.messages_index_embed` runs). Takes the owner's lock.
+    Provenance decides which ids (Dep); this only writes them.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -97,6 +70,8 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
                 tool_call_id="",
                 embedding=None,
                 embedding_model="",
+                search=None,
+                index_sources=[],
                 deleted_by_id=deletion_id,
                 expires_at=None,
                 updated_at=now,
@@ -106,6 +81,9 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
             targets.filter(pk__in=removed).update(
                 status=Message.Status.DELETED, deleted_by_id=deletion_id, expires_at=None, updated_at=now
             )
+        # Every index built from a removed message, from what is live now
+        # (a soft-deleted one's too after a purge: its index must not keep purged words).
+        indexes_refresh(ids=index_dependents(owner_id=owner_id, ids=removed))
     return sorted(removed)
 
 
@@ -114,7 +92,9 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
 
     Refused with `SourcesRemoved` (nothing changes) if a message to restore
     derives from one that is not live and not restored with it (rule 1).
-    Never brings back a purged message. Takes the owner's lock.
+    Never brings back a purged message. The restored messages' indexes and
+    those of the messages that follow them are recomputed (`indexes_refresh`).
+    Takes the owner's lock.
     """
     wanted = set(ids)
     with transaction.atomic():
@@ -129,9 +109,14 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
         blocked = set(blocking)
         if blocked:
             raise SourcesRemoved(blocked)
-        return Message.objects.filter(
+        restoring = Message.objects.filter(
             owner_id=owner_id, pk__in=wanted, deleted_by_id=deletion_id, status=Message.Status.DELETED
-        ).update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now())
+        )
+        restored = list(restoring.values_list("pk", flat=True))
+        restoring.update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now())
+        # Theirs, and the index of each message that follows one of them again.
+        indexes_refresh(ids=restored + index_followers(restored))
+        return len(restored)
 
 
 def messages_expiring_mark(*, owner_id: int, ids: Iterable[int], deletion_id: int, expires_at: datetime) -> int:

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from chat.embeddings import Embedder
+from chat.indexing import messages_index_embed
 from chat.models import Thread
 from chat.retrieval import NEIGHBOURS
 from chat.selectors import context_retrieve
@@ -50,10 +51,10 @@ class Setting:
 
 
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
-    """Store the history through the one writer, a thread per session; returns {fact key: message id}."""
-    texts = [turn.text for session in conversation.sessions for turn in session]
-    vectors = iter(embedder.embed(texts))
-    model = getattr(embedder, "model_name", "")
+    """Store the history through the one writer, a thread per session; returns {fact key: message id}.
+
+    Then each message's index text is embedded by the embedder under test, as the doors do (chat/indexing.py).
+    """
     branches, keys = [], []
     for number, session in enumerate(conversation.sessions, 1):
         date = conversation.dates[number - 1] if conversation.dates else None
@@ -63,8 +64,6 @@ def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str
             Supplied(
                 role=t.role,
                 content=t.text,
-                embedding=next(vectors),
-                embedding_model=model,
                 # A minute a turn from the session's start.
                 source_created_at=date + datetime.timedelta(minutes=i) if date else None,
             )
@@ -74,6 +73,9 @@ def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str
         keys += [turn.key for turn in session]
     # Nothing is removed in a fresh history, so every message lands, in order.
     created = transcripts_store(owner_id=owner.pk, branches=branches).created
+    messages_index_embed(
+        ids=[m.pk for m in created], embedder=embedder, model=getattr(embedder, "model_name", ""), missing_only=False
+    )
     return {key: message.pk for key, message in zip(keys, created, strict=True) if key}
 
 
@@ -95,19 +97,14 @@ def conversation_run(
         facts = _store(owner=owner, conversation=conversation, embedder=embedder)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE chat_message (id, owner_id, status, seq)")
-        question_vectors = embedder.embed([q.text for q in conversation.questions])
         # Per setting, each question's context (ids, most relevant first): the edges its reply would get.
         contexts: dict[Setting, list[list[int]]] = {setting: [] for setting in settings_list}
-        for number, (question, vector) in enumerate(zip(conversation.questions, question_vectors, strict=True)):
+        for number, question in enumerate(conversation.questions):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
-            message = message_store(
-                owner_id=owner.pk,
-                thread_id=thread.pk,
-                role="user",
-                content=question.text,
-                embedding=vector,
-                embedding_model=getattr(embedder, "model_name", ""),
-            )
+            message = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content=question.text)
+            # Its index text, as a turn embeds its user message (`chat.services.message_embed`).
+            messages_index_embed(ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", ""))
+            message.refresh_from_db(fields=["embedding", "embedding_model"])
             evidence = [facts[key] for key in question.evidence]
             for setting in settings_list:
                 start = time.perf_counter()

@@ -34,6 +34,7 @@ class Way(StrEnum):
     OWNER_REINDEX = "the owner's index rebuilt by the scrub"
     DROP = "dropped by the scrub"
     VACUUM = "removed by VACUUM"
+    RECOMPUTE = "recomputed from what is live"
     NEVER_KEPT = "never kept"
     PHYSICAL = "kept physically, bounded by operations"
 
@@ -109,9 +110,9 @@ TEXT_COLUMNS = (
     ),
     Place(
         f"{MESSAGE}.search",
-        "the text's lexemes (generated tsvector)",
+        "the text's lexemes (weight 'A') and its context's: speaker, date, the previous turn's first words ('B')",
         Way.PURGE_WRITE,
-        "regenerated from the emptied content",
+        "set to NULL with the content (the words it held of its previous turn go with it)",
         AT_CONFIRM,
         f"{_T}test_purged_word_leaves_every_index_and_heap_file",
     ),
@@ -210,6 +211,8 @@ NO_TEXT_COLUMNS = {
         "updated_at",
         "imported_from",
         "source_created_at",
+        # The ids of the messages whose words the message's index carries (chat/index_context.py).
+        "index_sources",
     ),
     THREAD: ("id", "owner_id", "created_at", "updated_at", "source"),
     # `signal` is the kind of evidence (vector, lexical, ...), one of our choices.
@@ -345,6 +348,7 @@ INDEXES = (
             "message_owner_status_seq",
             "message_thread_seq",
             "message_thread_place",
+            "message_index_sources_gin",
             "message_owner_seq_unique",
             "chat_message_deleted_by_id_84f8bbc9",
             "chat_message_owner_id_20a4d94c",
@@ -385,6 +389,19 @@ INDEXES = (
 
 # Beyond the columns and indexes: what PostgreSQL, the web process, Redis and logs can keep.
 ELSEWHERE = (
+    Place(
+        "neighbours' indexes (index_sources)",
+        "a message's first words in the search vector of the turn after it, and in its vector when "
+        "TURN_VECTOR_WEIGHT > 0 (chat/index_context.py)",
+        Way.RECOMPUTE,
+        "in the purge's transaction the writer recomputes every index whose `index_sources` holds a purged id "
+        "from live turns (the search vector at once; a vector that carries its previous turn, TURN_VECTOR_WEIGHT "
+        "> 0, is dropped and the follow-up embeds it again before the receipt); the receipt's `indexes` check "
+        "finds no live index built from a deleted message",
+        AT_CONFIRM,
+        "tests/chat/test_index_context.py::"
+        "test_purge_leaves_every_neighbour_index_as_if_never_said_and_no_word_in_pg_dump",
+    ),
     Place(
         "planner statistics (pg_statistic, pg_stats)",
         "sampled values: most common values and elements, histograms",

@@ -45,11 +45,13 @@ def test_chat_turn_completes_with_reply_and_context(api, thread, say):
 
 
 def test_a_reply_says_why_each_memory_was_used(api, thread, say):
-    # Two facts, each found by a word it shares with the question (an OR
-    # query: no message holds both words).
+    # Two facts, each found by words it shares with the question (an OR
+    # query: no message holds both facts' words). Two words for Paris: "work"
+    # also sits in the next turn's index (its context, chat/index_context.py),
+    # which lowers its IDF in this four-message history.
     paris = say("I live in Paris and work as a nurse.")
     dog = say("My dog is called Rex.")
-    asked = say("Where do I work, and how is my dog?")
+    asked = say("Where do I work as a nurse, and how is my dog?")
     detail = asked["reply"]["context_detail"]
     assert [item["id"] for item in detail] == asked["reply"]["context"]
     assert (detail[0]["id"], detail[0]["rank"], detail[0]["score"], detail[0]["signal"]) == (

@@ -126,15 +126,16 @@ def test_a_transcript_sent_into_an_empty_thread_keeps_only_its_last_message(owne
 
 
 class _Meanwhile:
-    """An embedder that lets something happen to the thread while the transcript's new messages are embedded."""
+    """The first alignment (before the owner's lock) lets something happen to the thread right after it."""
 
-    def __init__(self, embedder, meanwhile) -> None:
-        self.embedder, self.meanwhile = embedder, meanwhile
+    def __init__(self, align, meanwhile) -> None:
+        self.align, self.meanwhile = align, meanwhile
 
-    def embed(self, texts):
+    def __call__(self, **kwargs):
+        aligned = self.align(**kwargs)
         meanwhile, self.meanwhile = self.meanwhile, lambda: None
         meanwhile()
-        return self.embedder.embed(texts)
+        return aligned
 
 
 def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owner, monkeypatch):
@@ -143,9 +144,11 @@ def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owne
     thread = make_thread(owner)
     history(thread, *EXCHANGE)
     conversation = said(*EXCHANGE, ("user", "I sold it."), ("assistant", "Sorry to hear."), ("user", "Now what?"))
-    real = completions.get_embedder()
-    twin = _Meanwhile(real, lambda: completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation))
-    monkeypatch.setattr(completions, "get_embedder", lambda: twin)
+    twin = _Meanwhile(
+        completions.transcript_align,
+        lambda: completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation),
+    )
+    monkeypatch.setattr(completions, "transcript_align", twin)
     started = completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation)
     assert list(Message.objects.filter(thread=thread).order_by("seq").values_list("content", flat=True)) == [
         "I have a red bike.",
@@ -158,16 +161,17 @@ def test_two_requests_extending_the_thread_at_once_store_the_extension_once(owne
     assert (started.alignment.matched, started.alignment.new) == (4, [])
 
 
-def test_a_tail_forgotten_while_the_extension_is_embedded_stops_the_extension(owner, monkeypatch):
+def test_a_tail_forgotten_before_the_lock_stops_the_extension(owner, monkeypatch):
     from assistant import completions
 
     thread = make_thread(owner)
     _, reply = history(thread, *EXCHANGE)
     conversation = said(*EXCHANGE, ("user", "Also a blue car."), ("assistant", "Noted."), ("user", "What do I ride?"))
     forget = _Meanwhile(
-        completions.get_embedder(), lambda: Message.objects.filter(pk=reply.pk).update(status="purged", content="")
+        completions.transcript_align,
+        lambda: Message.objects.filter(pk=reply.pk).update(status="purged", content=""),
     )
-    monkeypatch.setattr(completions, "get_embedder", lambda: forget)
+    monkeypatch.setattr(completions, "transcript_align", forget)
     started = completion_turn_start(owner=owner, thread_id=thread.pk, conversation=conversation)
     assert list(Message.objects.filter(thread=thread).order_by("seq").values_list("content", flat=True)) == [
         "I have a red bike.",

@@ -91,8 +91,9 @@ def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimensio
         embed = embedder.embed
 
         def embed_then_look(texts: list[str]) -> list:
-            # The second batch: rex and slippers are re-embedded, sleeps and nurse not yet.
-            if len(during) == 0 and texts == [sleeps.content, nurse.content]:
+            # The second batch: rex and slippers are re-embedded, sleeps and nurse not yet (each batch's
+            # texts are its messages' own words, then their previous turns': chat/indexing.py).
+            if len(during) == 0 and texts[:2] == [sleeps.content, nurse.content]:
                 during["new"] = context_retrieve(message=question, policy="vector", k=10, threshold=-1, window=0)
                 during["fused"] = context_retrieve(message=question, policy="relevant", k=10, threshold=-1, window=0)
                 during["old"] = context_retrieve(message=old_question, policy="vector", k=10, threshold=-1, window=0)

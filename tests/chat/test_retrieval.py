@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from chat.models import Message
-from chat.retrieval import OWNER_SEARCH, lexical_neighbours, query_terms
+from chat.retrieval import CONTEXT_WEIGHT, LEXICAL_FLOOR, OWNER_SEARCH, lexical_neighbours, query_terms
 from chat.selectors import context_retrieve
 from tests.factories import make_message, make_thread, unit_vector
 
@@ -24,13 +24,19 @@ def retrieve(message: Message, policy: str = "relevant", **extra) -> list[tuple[
 
 @pytest.fixture
 def history(thread):
-    """Facts and filler with unrelated random vectors: only words can find them."""
+    """Facts and filler with unrelated random vectors: only words can find them.
+
+    Each in a conversation of its own: a message is indexed with the turn
+    before it (chat/index_context.py), and these statements follow nothing.
+    """
     made = {
-        "dog": make_message(thread, "My dog Rex chewed the sofa again.", embedding=unit_vector(1)),
-        "job": make_message(thread, "Long shift at the hospital, I work nights now.", embedding=unit_vector(2)),
+        "dog": make_message(make_thread(thread.owner), "My dog Rex chewed the sofa again.", embedding=unit_vector(1)),
+        "job": make_message(
+            make_thread(thread.owner), "Long shift at the hospital, I work nights now.", embedding=unit_vector(2)
+        ),
     }
     for i, text in enumerate(FILLER):
-        make_message(thread, text, embedding=unit_vector(10 + i))
+        make_message(make_thread(thread.owner), text, embedding=unit_vector(10 + i))
     return made
 
 
@@ -42,6 +48,24 @@ def test_words_are_ored_not_anded(thread, history):
         ("My dog Rex chewed the sofa again.", "lexical"),
         ("Long shift at the hospital, I work nights now.", "lexical"),
     ]
+
+
+def test_an_elliptical_reply_is_found_by_the_turn_it_follows_below_own_words(owner, history):
+    talk = make_thread(owner)
+    make_message(talk, "Did you see the fireworks over the harbour?", embedding=unit_vector(60))
+    reply = make_message(talk, "Yes, it was amazing!", role="assistant", embedding=unit_vector(61))
+    told = make_message(make_thread(owner), "The harbour fireworks were loud.", embedding=unit_vector(62))
+    question = make_message(make_thread(owner), "What about the harbour fireworks?", embedding=unit_vector(95))
+    # The reply holds "harbour" and "fireworks" in its context only (weight 'B'): they count
+    # CONTEXT_WEIGHT of their IDF, so it ranks below the messages whose own words they are...
+    assert [content for content, _ in retrieve(question, policy="lexical", lexical_floor=0.1)] == [
+        told.content,
+        "Did you see the fireworks over the harbour?",
+        reply.content,
+    ]
+    # ... and below the default floor on words alone (docs/RETRIEVAL.md, "Conversational context").
+    assert CONTEXT_WEIGHT < LEXICAL_FLOOR
+    assert reply.content not in [content for content, _ in retrieve(question, policy="lexical")]
 
 
 def test_a_similar_vector_and_shared_words_are_both(thread, history):

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from chat.indexing import messages_index_embed
 from chat.models import ContextEdge, Message
 from dellm_site.errors import Conflict, NotFound, ValidationFailed
 from provenance import services
@@ -15,12 +16,13 @@ from tests.factories import make_edge, make_message, make_thread, unit_vector
 
 @pytest.fixture
 def graph(thread):
-    """m1 -> m2 -> m3, m1 -> m4, and an unrelated m5 -> m6."""
+    """m1 -> m2 -> m3, m1 -> m4, and an unrelated m5 -> m6, each embedded as the doors embed it (its index text)."""
     texts = ["I live in Paris", "Noted: Paris", "Paris is lovely", "Noted again", "I like tea", "Noted: tea"]
-    m = {i: make_message(thread, texts[i - 1], embedding=unit_vector(i)) for i in range(1, 7)}
+    m = {i: make_message(thread, texts[i - 1]) for i in range(1, 7)}
+    messages_index_embed(ids=[message.pk for message in m.values()])
     for source, target in [(1, 2), (2, 3), (1, 4), (5, 6)]:
         make_edge(m[source], m[target])
-    return m
+    return {i: Message.objects.get(pk=message.pk) for i, message in m.items()}
 
 
 def snapshot(owner) -> dict:

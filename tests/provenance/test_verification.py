@@ -53,6 +53,8 @@ def test_soft_deletion_receipt(owner, chain):
                 "new_lexical_neighbours": [],
             },
             "purge": None,
+            # The note follows the reply in the thread: its index was built from it, and recomputed.
+            "indexes": {"passed": True, "recomputed": 1, "stale": []},
         },
     }
     assert DeletionRequest.objects.get(pk=deletion.pk).receipt == deletion.receipt
@@ -207,8 +209,9 @@ def test_a_message_that_stays_live_fails_the_gone_check(monkeypatch, owner, chai
     behind_the_back(monkeypatch, lambda deletion: Message.objects.filter(pk=reply.pk).update(status="active"))
     deletion = run(owner, ids=[fact.pk])
     assert deletion.status == "verification_failed"
-    # A live reply of a deleted message also breaks I1.
-    assert deletion.receipt["failed"] == ["forget", "gone", "taint"]
+    # A live reply of a deleted message also breaks I1, and its index still holds the deleted words.
+    assert deletion.receipt["failed"] == ["forget", "gone", "indexes", "taint"]
+    assert deletion.receipt["checks"]["indexes"]["stale"] == [reply.pk]
     assert deletion.receipt["checks"]["gone"]["live"] == [reply.pk]
     assert deletion.receipt["checks"]["taint"]["violations"] == [[reply.pk, fact.pk]]
     assert deletion.receipt["checks"]["forget"]["new_neighbours"] == [reply.pk]

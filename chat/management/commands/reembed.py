@@ -4,13 +4,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from chat.embeddings import get_embedder
+from chat.indexing import messages_index_embed
 from chat.models import Message
-from chat.writer import messages_embeddings_set
 
 
 class Command(BaseCommand):
     help = (
-        "Re-embed every message that still has content with the configured embedder, in batches, while the "
+        "Re-embed every message that still has content with the configured embedder (its index text: its "
+        "words with its context), in batches, while the "
         "application keeps running: retrieval compares a question only with vectors of its own model, so "
         "messages not yet re-embedded are left out of similarity until their batch is done (full-text "
         "retrieval still finds them)."
@@ -38,13 +39,13 @@ class Command(BaseCommand):
         done = 0
         last_pk = 0
         while True:
-            chunk = list(queryset.filter(pk__gt=last_pk).values_list("pk", "content")[:batch])
+            chunk = list(queryset.filter(pk__gt=last_pk).values_list("pk", flat=True)[:batch])
             if not chunk:
                 break
-            vectors = embedder.embed([content for _, content in chunk])
-            # A text the model cannot embed gets no vector (it matches nothing by similarity).
-            done += messages_embeddings_set(ids=[pk for pk, _ in chunk], embeddings=vectors, model=model)
-            last_pk = chunk[-1][0]
+            # Each message's index text (its words with its context, chat/index_context.py); a text the
+            # model cannot embed gets no vector (it matches nothing by similarity).
+            done += messages_index_embed(ids=chunk, missing_only=False, embedder=embedder, model=model)
+            last_pk = chunk[-1]
             seen += len(chunk)
             if not no_progress:
                 self._progress(seen, total)

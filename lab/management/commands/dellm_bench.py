@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chat.vector_indexes import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
+from lab.bench.ctxindex import ctxindex_bench
 from lab.bench.erasure_partitions import erasure_partition_bench
 from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
@@ -48,6 +49,7 @@ PARTS = (
     "import_memory",
     "vector_index",
     "erase_partition",
+    "ctxindex",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -62,6 +64,7 @@ SELF_CONTAINED = {
     "import_memory",
     "vector_index",
     "erase_partition",
+    "ctxindex",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
@@ -146,6 +149,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--erase-users", type=int, default=1_000, help="erase_partition: owners they belong to.")
         parser.add_argument("--erase-partitions", type=int, default=16, help="erase_partition: hash partitions.")
+        parser.add_argument(
+            "--ctxindex-neighbours",
+            type=int,
+            default=10_000,
+            help="ctxindex: messages purged at once, each in the index of the turn after it.",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--command-line", default="", help="How this run was started, for the report.")
 
@@ -251,6 +260,8 @@ class Command(BaseCommand):
             return redaction_bench(
                 messages=options["redaction_messages"], chars=options["redaction_chars"], seed=options["seed"]
             )
+        if part == "ctxindex":
+            return ctxindex_bench(neighbours=options["ctxindex_neighbours"])
         if part == "import_memory":
             return import_memory_bench(
                 megabytes=options["import_memory_mb"],

@@ -1,0 +1,197 @@
+"""A message's index: its own words with its conversational context, and the messages it was built from.
+
+Real turns are short and lean on what came before ("Yeah, it was amazing!"),
+so a message is indexed with what it needs to be understood: its own words,
+the speaker, its date, and the first `INDEX_CONTEXT_WORDS` words of the turn
+it follows (the previous live memory message of its thread, in the order the
+thread shows: `coalesce(place, seq)`, then `seq`). Its stored `content` stays
+exactly the text; only the index (`Message.search`, the full-text vector, own
+words weighted 'A' and context 'B'; `Message.embedding`, `index_vector`:
+the own words' vector plus a share of the previous turn's) carries the context.
+
+That makes the index a derived artifact: `Message.index_sources` lists the
+ids of the messages whose words it holds (the previous turn; empty for the
+first turn of a thread and for what is not memory), and the writer recomputes
+every index built from a message it removes, restores or puts in a place
+(`chat.writer`, docs/ARCHITECTURE.md, "The index is derived").
+
+The context is computed once, in SQL (`INDEX_ROWS_SQL`): the writer sets the
+search vector from it in the same statement, and `chat.indexing` embeds the
+previous turn's words it returns, so the two never disagree.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import connection
+
+from chat.models import LIVE_STATUSES, Message
+
+# Words of the previous turn in a message's index (docs/RETRIEVAL.md,
+# "Conversational context", has the sweep): enough to name what an elliptical
+# reply is about; more let long unrelated turns drown it (48 cost TOFU three
+# questions of 150, 12 none).
+INDEX_CONTEXT_WORDS = 12
+
+# The previous turn's share of a message's vector (`index_vector`). Measured
+# like INDEX_CONTEXT_WORDS (docs/RETRIEVAL.md): on the shipped sets a share
+# costs (0.1: one CM paraphrase question, and the PF smoke's semantic-deletion
+# trade-off changes; the text run together cost a third of similarity's
+# recall), so similarity keeps the own words' vector and the context lives in
+# the full-text index. Raise it for chat whose turns lean on the previous one
+# (then `manage.py reembed`); the writer and the deletion's follow-up already
+# recompute vectors as they do search vectors.
+TURN_VECTOR_WEIGHT = 0.0
+
+# Roles whose messages are memory (embedded, retrieved) and so have a context
+# and give one. A system prompt or a tool step is neither: its index is its own words.
+MEMORY_ROLES = [str(r) for r in (Message.Role.USER, Message.Role.ASSISTANT, Message.Role.SUMMARY, Message.Role.NOTE)]
+
+_TABLE = Message._meta.db_table
+# A live memory message with words (`q`): one that gives a context.
+_MEMORY_LIVE = "q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s) AND q.content <> '' AND q.tool_calls IS NULL"
+
+# The context of each message of %(ids)s that is not purged. The previous
+# turn, in the order the thread shows (coalesce(place, seq), then seq), is
+# the later of two index look-ups: the messages shown at their own seq
+# (`message_thread_seq`) and the rewrites shown at another's place
+# (`message_thread_place`, partial). The date is the message's time in its source (an import keeps the
+# other tool's) or here, in UTC, in English words ("1 December 2026"), so the
+# same conversation typed or imported gets the same index.
+INDEX_ROWS_SQL = f"""
+SELECT m.id, m.content, m.index_sources,
+       CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END AS sources,
+       CASE WHEN m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL THEN concat_ws(' ',
+           m.role,
+           to_char(coalesce(m.source_created_at, m.created_at) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY'),
+           p.words
+       ) ELSE '' END AS context,
+       coalesce(p.words, '') AS turn
+FROM {_TABLE} m
+LEFT JOIN LATERAL (
+    SELECT cand.id, array_to_string((regexp_split_to_array(btrim(cand.content), '\\s+'))[1:%(words)s], ' ') AS words
+    FROM (
+        -- Messages shown at their own seq: (seq, seq) before m's (coalesce(place, seq), seq), by message_thread_seq.
+        (SELECT q.id, q.content, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE}
+           AND q.seq <= coalesce(m.place, m.seq) AND (q.seq < coalesce(m.place, m.seq) OR m.place IS NOT NULL)
+         ORDER BY q.seq DESC LIMIT 1)
+        UNION ALL
+        -- Rewrites shown at another's place (few), by message_thread_place.
+        (SELECT q.id, q.content, q.place, q.seq FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
+           AND (q.place, q.seq) < (coalesce(m.place, m.seq), m.seq)
+         ORDER BY q.place DESC, q.seq DESC LIMIT 1)
+    ) cand
+    ORDER BY cand.k1 DESC, cand.k2 DESC
+    LIMIT 1
+) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
+WHERE m.id = ANY(%(ids)s) AND m.status <> 'purged'
+"""
+
+
+def index_params(ids: Iterable[int]) -> dict[str, Any]:
+    """The parameters of `INDEX_ROWS_SQL` for these message ids."""
+    return {"ids": sorted(set(ids)), "memory": MEMORY_ROLES, "live": LIVE_STATUSES, "words": INDEX_CONTEXT_WORDS}
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """What a message's index is built from, as the history stands now."""
+
+    id: int
+    content: str
+    # What its search vector holds besides its own words (weight 'B'): speaker, date, previous turn.
+    context: str
+    # The previous turn's first words alone.
+    turn: str
+    sources: list[int]
+    # What the row holds now (differs from `sources` until the writer recomputes it).
+    stored_sources: list[int]
+
+
+def index_vector(own: list[float] | None, turn: list[float] | None) -> list[float] | None:
+    """A message's index vector: its own words' unit vector plus `TURN_VECTOR_WEIGHT` times its previous turn's.
+
+    A weighted sum, not the embedding of the words run together: with a
+    mean-pooling embedder that would weigh the context by its length, and the
+    speaker and date (in every message) would pull all vectors together
+    (docs/RETRIEVAL.md, "Conversational context", has both measurements).
+    """
+    if own is None or turn is None:
+        return own
+    summed = np.asarray(own, dtype=np.float64) + TURN_VECTOR_WEIGHT * np.asarray(turn, dtype=np.float64)
+    norm = float(np.linalg.norm(summed))
+    return own if norm == 0 else (summed / norm).astype(np.float32).tolist()
+
+
+def index_rows(ids: Iterable[int]) -> list[IndexRow]:
+    """The current index inputs of the messages `ids` that are not purged, by id."""
+    with connection.cursor() as cursor:
+        cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(ids))
+        return [
+            IndexRow(
+                id=pk, content=content, context=context, turn=turn, sources=list(sources), stored_sources=list(stored)
+            )
+            for pk, content, stored, sources, context, turn in cursor.fetchall()
+        ]
+
+
+def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
+    """Messages (not purged) of the owner whose index was built from any of `ids` (the GIN on index_sources)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    return sorted(
+        Message.objects.filter(owner_id=owner_id, index_sources__overlap=wanted)
+        .exclude(status=Message.Status.PURGED)
+        .exclude(pk__in=wanted)
+        .values_list("pk", flat=True)
+    )
+
+
+# The live memory message that follows each of %(ids)s in its thread: whose
+# previous turn it now is (after a restore, or a rewrite put in its place).
+_FOLLOWERS_SQL = f"""
+SELECT DISTINCT n.id
+FROM {_TABLE} m
+JOIN LATERAL (
+    SELECT cand.id FROM (
+        (SELECT q.id, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE} AND q.seq > coalesce(m.place, m.seq)
+         ORDER BY q.seq LIMIT 1)
+        UNION ALL
+        (SELECT q.id, q.place, q.seq FROM {_TABLE} q
+         WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
+           AND (q.place, q.seq) > (coalesce(m.place, m.seq), m.seq)
+         ORDER BY q.place, q.seq LIMIT 1)
+    ) cand
+    ORDER BY cand.k1, cand.k2
+    LIMIT 1
+) n ON true
+WHERE m.id = ANY(%(ids)s)
+"""
+
+
+def index_followers(ids: Iterable[int]) -> list[int]:
+    """The live memory messages right after each of `ids` in its thread."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_FOLLOWERS_SQL, {"ids": wanted, "live": LIVE_STATUSES, "memory": MEMORY_ROLES})
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def index_stale(*, owner_id: int, removed: Iterable[int]) -> list[int]:
+    """Live messages of the owner whose index still holds words of a removed message (the receipt's check)."""
+    wanted = sorted(set(removed))
+    if not wanted:
+        return []
+    return sorted(
+        Message.objects.filter(owner_id=owner_id, status__in=Message.LIVE, index_sources__overlap=wanted).values_list(
+            "pk", flat=True
+        )
+    )

@@ -1,0 +1,61 @@
+"""Embedding messages' indexes: each message's index vector (`chat.index_context.index_vector`).
+
+The one place a message's vector is computed: a door stores its messages
+through the writer (which sets their search vectors and `index_sources`),
+then calls `messages_index_embed` for them after its transaction; a deletion
+calls it for the indexes its writes recomputed (`chat.writer` dropped their
+vectors), as its follow-up. Embedding happens outside every transaction and
+lock (a model call must not hold up replies and deletions), and each vector
+is stored only if the index it was computed from is still current.
+"""
+
+from collections.abc import Iterable
+
+from django.conf import settings
+
+from chat.embeddings import Embedder, get_embedder
+from chat.index_context import TURN_VECTOR_WEIGHT, index_rows, index_vector
+from chat.models import Message
+from chat.writer import messages_index_embeddings_set
+
+# Messages embedded per call of the embedder (and per UPDATE).
+EMBED_BATCH = 256
+
+
+def messages_index_embed(
+    *, ids: Iterable[int], missing_only: bool = True, embedder: Embedder | None = None, model: str | None = None
+) -> int:
+    """Embed the index text of the memory messages `ids` (those without a vector, unless `missing_only=False`).
+
+    Batches of EMBED_BATCH. Returns how many vectors were stored. A system
+    prompt, a tool step or a purged tombstone is never embedded; a
+    soft-deleted message is (an undo brings it back with its index whole). `embedder`
+    and `model`: the lab's embedder under test (default: the configured one).
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return 0
+    embedder = embedder or get_embedder()
+    model = settings.DELLM_EMBEDDING_MODEL if model is None else model
+    memory = (
+        Message.objects.filter(pk__in=wanted, tool_calls__isnull=True)
+        .exclude(status=Message.Status.PURGED)
+        .exclude(role__in=[Message.Role.SYSTEM, Message.Role.TOOL])
+    )
+    if missing_only:
+        memory = memory.filter(embedding__isnull=True)
+    todo = sorted(memory.exclude(content="").values_list("pk", flat=True))
+    stored = 0
+    for start in range(0, len(todo), EMBED_BATCH):
+        rows = index_rows(todo[start : start + EMBED_BATCH])
+        # The previous turns are embedded only when they weigh in the vector.
+        turns = [row for row in rows if row.turn] if TURN_VECTOR_WEIGHT else []
+        embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []
+        by_turn = dict(zip((row.id for row in turns), embedded[len(rows) :], strict=True))
+        vectors = [index_vector(own, by_turn.get(row.id)) for row, own in zip(rows, embedded[: len(rows)], strict=True)]
+        stored += messages_index_embeddings_set(
+            rows=[(row.id, row.content, row.sources, vector) for row, vector in zip(rows, vectors, strict=True)],
+            model=model,
+            missing_only=missing_only,
+        )
+    return stored

@@ -1,0 +1,102 @@
+"""Writing messages' indexes: search vectors, `index_sources` and index vectors (see `chat.writer`).
+
+A message's index is derived from its previous turn too
+(`chat.index_context`), so every write that changes which turn precedes a
+message recomputes that message's index in the same transaction: storing a
+message (its own index, and, for a rewrite put in another's place, the one
+after it), removing messages (every index built from them) and restoring
+them (theirs and the ones after them). The search vector is recomputed in
+SQL at once; a vector built from other sources (when vectors carry the
+previous turn: TURN_VECTOR_WEIGHT > 0) is dropped (the message leaves
+similarity retrieval) until `chat.indexing.messages_index_embed` embeds the
+new index, after the transaction (embedding is slow and may
+be a network call: never under the owner's lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import connection
+
+from chat.index_context import INDEX_ROWS_SQL, TURN_VECTOR_WEIGHT, index_params
+from chat.models import Message
+from chat.selectors import vector_literal
+
+_TABLE = Message._meta.db_table
+
+# `fresh`: rows this transaction inserted, whose vector (if the door supplied
+# one) is kept. Any other row whose sources changed loses its vector, if its
+# vector carries its previous turn (`vectors`: TURN_VECTOR_WEIGHT > 0).
+_REFRESH_SQL = f"""
+WITH c AS MATERIALIZED ({INDEX_ROWS_SQL})
+UPDATE {_TABLE} AS m
+SET search = setweight(to_tsvector('english', m.content), 'A') || setweight(to_tsvector('english', c.context), 'B'),
+    index_sources = c.sources,
+    embedding = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) AND %(vectors)s
+                THEN NULL ELSE m.embedding END,
+    embedding_model = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) AND %(vectors)s
+                      THEN '' ELSE m.embedding_model END
+FROM c
+WHERE m.id = c.id
+RETURNING m.id, c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s))
+"""
+
+
+def indexes_refresh(*, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[int]:
+    """Recompute the search vector and sources of the messages `ids` (not purged); the ids whose sources changed.
+
+    Caller holds the owner's lock, in its transaction. Where a vector carries
+    the previous turn (TURN_VECTOR_WEIGHT > 0), those ids' vectors are gone
+    (`chat.indexing.messages_index_embed` embeds them again), except for
+    `fresh` rows.
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        params = {**index_params(wanted), "fresh": sorted(set(fresh)), "vectors": TURN_VECTOR_WEIGHT > 0}
+        cursor.execute(_REFRESH_SQL, params)
+        return sorted(pk for pk, changed in cursor.fetchall() if changed)
+
+
+# Only where the index is still the one embedded: a message purged, edited
+# or given other sources since its text was read keeps no stale vector.
+_INDEX_EMBEDDINGS_SQL = f"""
+UPDATE {_TABLE} AS m
+SET embedding = u.embedding::vector, embedding_model = %(model)s, updated_at = now()
+FROM unnest(%(ids)s::bigint[], %(embeddings)s::text[], %(contents)s::text[], %(sources)s::text[])
+     AS u(id, embedding, content, sources)
+WHERE m.id = u.id AND m.status <> 'purged' AND m.content = u.content AND m.index_sources = u.sources::bigint[]
+  AND (NOT %(missing_only)s OR m.embedding IS NULL)
+"""
+
+
+def messages_index_embeddings_set(
+    *,
+    rows: Sequence[tuple[int, str, Sequence[int], list[float] | None]],
+    model: str,
+    missing_only: bool,
+) -> int:
+    """Store index vectors `(id, content, sources, vector)` read and embedded since; how many were stored.
+
+    A row is written only if it is not purged and its content and sources are still
+    those embedded (and, with `missing_only`, has no vector), so a deletion
+    that committed meanwhile wins. A text the model cannot embed gets none.
+    No lock: a conditional UPDATE, like `messages_embeddings_set`.
+    """
+    kept = [row for row in rows if row[3] is not None]
+    if not kept:
+        return 0
+    params: dict[str, Any] = {
+        "ids": [pk for pk, _, _, _ in kept],
+        "embeddings": [vector_literal(vector) for _, _, _, vector in kept if vector is not None],
+        "contents": [content for _, content, _, _ in kept],
+        "sources": ["{" + ",".join(str(s) for s in sources) + "}" for _, _, sources, _ in kept],
+        "model": model,
+        "missing_only": missing_only,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_INDEX_EMBEDDINGS_SQL, params)
+        return cursor.rowcount
