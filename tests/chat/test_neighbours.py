@@ -1,7 +1,9 @@
 """Neighbours within the k budget (chat/retrieval.py, `neighbours_add`) through `context_retrieve`.
 
 The lexical policy keeps these exact: only the cue shares the question's
-words, so the reply can only come in as the cue's neighbour.
+own words, and the floor sits above CONTEXT_WEIGHT, so the reply (whose
+index holds the cue's words as context, chat/index_context.py) can only
+come in as the cue's neighbour.
 """
 
 import pytest
@@ -10,16 +12,18 @@ from hypothesis import strategies as st
 
 from chat.llm import ContextItem
 from chat.models import Message
-from chat.retrieval import NEIGHBOUR_MODES, neighbours_add
+from chat.retrieval import CONTEXT_WEIGHT, NEIGHBOUR_MODES, neighbours_add
 from chat.selectors import context_retrieve
 from tests.factories import make_message, make_thread, make_user
 
+# Above CONTEXT_WEIGHT: a message matched by its previous turn's words alone stays out.
+FLOOR = CONTEXT_WEIGHT + 0.1
 FILLER = ["The weather was grey all day.", "I cooked pasta for dinner.", "The train was late again."]
 
 
 def context(question: Message, neighbours: str, k: int = 5, policy: str = "lexical") -> list[str]:
     items = context_retrieve(
-        message=question, policy=policy, k=k, threshold=0.2, window=0, lexical_floor=0.2, neighbours=neighbours
+        message=question, policy=policy, k=k, threshold=0.2, window=0, lexical_floor=FLOOR, neighbours=neighbours
     )
     return [item.content for item in items]
 
