@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 
 from chat import services
@@ -103,30 +102,6 @@ def test_turn_rebuilds_context_when_a_deletion_lands_during_generation(owner, th
     assert taint_violations(owner_id=owner.pk) == []
 
 
-def test_message_embed_stores_the_vector_without_reading_it_back(thread, django_assert_num_queries):
-    message = make_message(thread, "I live in Paris.")
-    with django_assert_num_queries(2):
-        embedded = services.message_embed(message_id=message.pk)
-    stored = Message.objects.get(pk=message.pk)
-    # The same float32 values as stored (the database keeps single precision).
-    assert np.array_equal(np.asarray(embedded.embedding, dtype=np.float32), np.asarray(stored.embedding, np.float32))
-    assert embedded.embedding_model == stored.embedding_model != ""
-
-
-def test_message_embed_reads_back_a_message_removed_while_it_was_embedded(thread, monkeypatch):
-    message = make_message(thread, "I live in Paris.")
-    real_embed_one = services.embed_one
-
-    def embed_while_removed(text):
-        Message.objects.filter(pk=message.pk).update(status=Message.Status.DELETED)
-        return real_embed_one(text)
-
-    monkeypatch.setattr(services, "embed_one", embed_while_removed)
-    embedded = services.message_embed(message_id=message.pk)
-    assert not embedded.is_live
-    assert embedded.embedding is None
-
-
 def test_a_run_that_finds_its_turn_committed_by_another_run_drops_its_reply(owner, thread, monkeypatch, caplog):
     turn = services.turn_create(thread=thread, content="I live in Paris.", enqueue=False)
     real_complete = OfflineResponder.complete
@@ -172,7 +147,7 @@ def test_context_never_crosses_owners(owner, other_owner, thread):
 
 def test_message_without_a_vector_has_no_neighbours(owner, thread):
     from chat.selectors import context_retrieve
-    from tests.factories import make_message, unit_vector
+    from tests.factories import unit_vector
 
     make_message(thread, "I live in Paris.", embedding=unit_vector(1))
     blank = make_message(thread, "", embedding=None)
@@ -192,7 +167,7 @@ def test_message_without_a_vector_has_no_neighbours(owner, thread):
 )
 def test_context_policies_choose_what_the_model_sees(owner, thread, settings, policy, expected):
     from chat.selectors import context_retrieve
-    from tests.factories import make_message, unit_vector
+    from tests.factories import unit_vector
 
     for seed, text in enumerate(["I have a cat.", "I drink tea.", "I live in Paris."]):
         make_message(thread, text, embedding=unit_vector(seed))
@@ -204,7 +179,7 @@ def test_context_policies_choose_what_the_model_sees(owner, thread, settings, po
 
 def test_relevant_policy_takes_top_k_above_threshold(owner, thread):
     from chat.selectors import context_retrieve
-    from tests.factories import make_message, unit_vector
+    from tests.factories import unit_vector
 
     near = [make_message(thread, f"near {i}", embedding=unit_vector(1)) for i in range(7)]
     make_message(thread, "far", embedding=unit_vector(2))

@@ -113,9 +113,16 @@ def test_last_may_ranks_the_message_said_in_may_first(thread):
         thread, "What did I say about the trip last May?", embedding=unit_vector(99), source_created_at=DECEMBER
     )
     said = [
-        item.said_at for item in context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)
+        item.said_at
+        for item in context_retrieve(
+            message=question, policy="relevant", k=5, threshold=0.2, window=0, lexical_floor=0.05
+        )
     ]
     assert said == [_day(2023, 5, 10), _day(2023, 9, 10)]
+    # At the default floor the September one stays out: its index holds no "May" (the date is indexed as
+    # context, chat/index_context.py), which now weighs in the question's IDF mass.
+    default = context_retrieve(message=question, policy="relevant", k=5, threshold=0.2, window=0)
+    assert [item.said_at for item in default] == [_day(2023, 5, 10)]
 
 
 def test_a_message_stating_the_period_ranks_first_too(thread):
