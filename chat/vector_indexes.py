@@ -35,6 +35,7 @@ from django.db import connection
 from psycopg import sql
 
 from chat.models import Message
+from chat.partitions import partition_of
 
 INDEX_PREFIX = "message_ivf_owner_"
 MIN_MESSAGES = 20_000
@@ -66,8 +67,11 @@ def vector_indexes() -> list[VectorIndex]:
     """The per-owner, per-model indexes that exist."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
-            [Message._meta.db_table, f"{INDEX_PREFIX}%"],
+            # On the table or, once it is partitioned by owner, on the owner's partition.
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE %(prefix)s AND tablename = ANY("
+            "ARRAY[%(table)s] || ARRAY(SELECT inhrelid::regclass::text FROM pg_inherits "
+            "WHERE inhparent = to_regclass(%(table)s)))",
+            {"table": Message._meta.db_table, "prefix": f"{INDEX_PREFIX}%"},
         )
         rows = cursor.fetchall()
     found = []
@@ -111,7 +115,9 @@ def _create_sql(*, concurrently: str, owner_id: int, model: str, dim: int, lists
     ).format(
         concurrently=sql.SQL(concurrently),
         name=sql.Identifier(index_name(owner_id, model, dim)),
-        table=sql.Identifier(Message._meta.db_table),
+        # A partial index of one owner's rows belongs on the owner's partition (CONCURRENTLY cannot build on a
+        # partitioned table, and the parent's other partitions hold none of them).
+        table=sql.Identifier(partition_of(table=Message._meta.db_table, owner_id=owner_id)),
         cast=sql.SQL(embedding_cast(dim)),
         lists=sql.Literal(int(lists)),
         owner=sql.Literal(int(owner_id)),
