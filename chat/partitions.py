@@ -191,9 +191,7 @@ def partition_table(
     return True
 
 
-def unpartition_table(
-    cursor: Any, *, table: str, batch: int = 10_000, report: Callable[[str], None] = print
-) -> bool:
+def unpartition_table(cursor: Any, *, table: str, batch: int = 10_000, report: Callable[[str], None] = print) -> bool:
     """The reverse of `partition_table`: one plain table again, its primary key `id` (False: it was plain)."""
     if not is_partitioned(table):
         return False
@@ -265,7 +263,7 @@ def _rebuild(cursor: Any, *, table: str, partitions: int, batch: int, report: Ca
         if kind == "p":
             definition = f"PRIMARY KEY ({KEY}, id)" if partitions else "PRIMARY KEY (id)"
         cursor.execute(f'ALTER TABLE "{table}" ADD CONSTRAINT "{name}" {definition}')
-    for name, definition in found.indexes:
+    for _, definition in found.indexes:
         owner = _OWNER_PREDICATE.search(definition)
         if owner:
             # On a partitioned table an owner's partial index lives on the owner's partition.

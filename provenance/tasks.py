@@ -82,10 +82,12 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
     from dellm_site.errors import UpstreamFailed
     from provenance.regeneration import regeneration_next
 
-    while (turn_id := regeneration_next(deletion_id=deletion_id)) is not None:
+    while (next_turn := regeneration_next(deletion_id=deletion_id)) is not None:
+        turn_id, owner_id = next_turn
         try:
             turn_run(
                 turn_id=turn_id,
+                owner_id=owner_id,
                 on_token=functools.partial(_publish_token, turn_id),
                 on_rebuild=functools.partial(turn_publish, turn_id, "reset", {}),
                 on_running=functools.partial(turn_publish, turn_id, "status", {"status": "running"}),
@@ -101,10 +103,14 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
                 )
                 turn_publish(turn_id, "reset", {})
                 raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
-            turn_fail(turn_id=turn_id, error=exc.message)
+            turn_fail(turn_id=turn_id, owner_id=owner_id, error=exc.message)
         except Exception:
             logger.exception("regeneration turn %s failed unexpectedly", turn_id)
-            turn_fail(turn_id=turn_id, error="Something went wrong while rewriting the reply; resume to retry.")
+            turn_fail(
+                turn_id=turn_id,
+                owner_id=owner_id,
+                error="Something went wrong while rewriting the reply; resume to retry.",
+            )
         finally:
             turn_publish(turn_id, "changed", {})
 

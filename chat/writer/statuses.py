@@ -19,13 +19,10 @@ from dellm_site.locks import owner_lock
 # --- Embeddings ----------------------------------------------------------------
 
 
-def message_embedding_set(*, message_id: int, embedding: list[float]) -> bool:
+def message_embedding_set(*, message_id: int, owner_id: int, embedding: list[float]) -> bool:
     """Store a live message's missing embedding (the configured model's); False if it was removed or has one."""
-    return bool(
-        Message.objects.filter(pk=message_id, embedding__isnull=True, status__in=Message.LIVE).update(
-            embedding=embedding, embedding_model=settings.DELLM_EMBEDDING_MODEL
-        )
-    )
+    live = Message.objects.filter(owner_id=owner_id, pk=message_id, embedding__isnull=True, status__in=Message.LIVE)
+    return bool(live.update(embedding=embedding, embedding_model=settings.DELLM_EMBEDDING_MODEL))
 
 
 # A message purged (or re-embedded) since it was read is left alone, so a
@@ -120,7 +117,7 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
     with transaction.atomic():
         owner_lock(owner_id)
         blocking = (
-            Message.objects.filter(owner_id=owner_id, out_edges__target_id__in=wanted)
+            Message.objects.filter(owner_id=owner_id, out_edges__owner_id=owner_id, out_edges__target_id__in=wanted)
             .exclude(pk__in=wanted)
             .exclude(status__in=Message.LIVE)
             .values_list("pk", flat=True)

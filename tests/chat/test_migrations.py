@@ -1,5 +1,7 @@
 """Migrations: chat depends on nothing but Django (the layering rule), and 0013 partitions an installation by owner."""
 
+import itertools
+
 import pytest
 from django.apps import apps
 from django.conf import settings
@@ -64,7 +66,7 @@ def _populate_old_schema(apps) -> list[int]:
             )
             for seq in range(1, 8)
         ]
-        for source, target in zip(messages, messages[1:], strict=False):
+        for source, target in itertools.pairwise(messages):
             Edge.objects.create(owner=user, source=source, target=target, rank=1, score=0.5)
         Turn.objects.create(owner=user, user_message=messages[0], reply=messages[1], status="done")
         Deletion.objects.create(owner=user, actor=user, selector="ids", mode="soft", matched_ids=[messages[2].pk])

@@ -20,7 +20,7 @@ LIVE = ("active", "expiring")
 
 def chat(thread, text: str) -> Turn:
     turn = chat_services.turn_create(thread=thread, content=text, enqueue=False)
-    return chat_services.turn_run(turn_id=turn.pk)
+    return chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
 
 def preview(owner, **kwargs):
@@ -268,7 +268,7 @@ def test_a_regenerated_reply_keeps_the_live_system_prompt_it_was_written_under(o
     chat(thread, "I live in Paris.")
     fact = Message.objects.get(content="I live in Paris.")
     turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
-    turn = chat_services.turn_run(turn_id=turn.pk)
+    turn = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     assert turn.reply.in_edges.filter(source=fact).exists()
     prompt = turn.system_message
 
@@ -282,7 +282,7 @@ def test_a_regenerated_reply_keeps_the_live_system_prompt_it_was_written_under(o
 
 def test_a_regeneration_drops_a_system_prompt_the_deletion_removed(owner, thread):
     turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
-    turn = chat_services.turn_run(turn_id=turn.pk)
+    turn = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
     deletion = confirm(owner, preview(owner, ids=[turn.system_message_id]), derived="regenerate")
 
@@ -299,7 +299,10 @@ def test_regenerating_a_question_whose_reply_is_still_in_flight_has_nothing_to_w
         None,
     )
     assert (done.receipt["passed"], "regeneration" in done.receipt["checks"]) == (True, False)
-    assert chat_services.turn_run(turn_id=asked.pk).error == "Your message was deleted before the reply was ready."
+    assert (
+        chat_services.turn_run(turn_id=asked.pk, owner_id=asked.owner_id).error
+        == "Your message was deleted before the reply was ready."
+    )
 
 
 @pytest.mark.django_db(transaction=True)

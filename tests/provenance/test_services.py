@@ -278,7 +278,7 @@ def test_a_system_prompt_is_selected_by_its_exact_words_or_id_never_by_meaning(o
 
     text = "Dana's locker code is Kestrel-4471."
     turn = chat_services.turn_create(thread=thread, content="Hello.", enqueue=False, system=text)
-    reply = chat_services.turn_run(turn_id=turn.pk).reply
+    reply = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id).reply
     prompt = turn.system_message_id
     # Never embedded, so a selection by meaning cannot reach it (its blast radius is every reply of
     # its thread, and the client sends it again anyway); typed as a request, the same.
