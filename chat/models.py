@@ -24,18 +24,14 @@ class OwnerPartitioned(models.Model):
     class Meta:
         abstract = True
 
-    def _do_update(  # type: ignore[no-untyped-def]
-        self, base_qs, using, pk_val, values, update_fields, forced_update
-    ):
-        return super()._do_update(  # type: ignore[misc]
-            base_qs.filter(owner_id=self.owner_id), using, pk_val, values, update_fields, forced_update
-        )
+    def _do_update(self, base_qs: Any, *args: Any, **kwargs: Any) -> Any:
+        return super()._do_update(base_qs.filter(owner_id=self.owner_id), *args, **kwargs)
 
     def refresh_from_db(
         self, using: str | None = None, fields: Any = None, from_queryset: models.QuerySet | None = None
     ) -> None:
         if from_queryset is None:
-            from_queryset = type(self)._base_manager.filter(owner_id=self.owner_id)
+            from_queryset = type(self)._base_manager.filter(owner_id=self.owner_id)  # type: ignore[misc]
         super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)
 
 

@@ -126,7 +126,9 @@ WITH recent AS MATERIALIZED (
 )
 SELECT t.wdf, s.w, s.n, s.avg_len,
        CASE WHEN t.wdf = 0 AND s.n > s.w + 1 THEN
-           (SELECT count(*) FROM (SELECT FROM chat_message WHERE owner_id = %(owner)s AND {OWNER_SEARCH} @@ t.oq LIMIT %(cap)s) c)
+           (SELECT count(*) FROM (
+               SELECT FROM chat_message WHERE owner_id = %(owner)s AND {OWNER_SEARCH} @@ t.oq LIMIT %(cap)s
+           ) c)
        END AS df
 FROM terms t, sizes s
 ORDER BY t.i
@@ -203,8 +205,8 @@ terms AS MATERIALIZED (
     SELECT m.id, m.owner_id, m.seq, length(m.search) AS len,
            (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
-    WHERE %(has_terms)s AND m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s
-      AND m.role <> %(tool)s AND m.tool_calls IS NULL
+    WHERE %(has_terms)s AND m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s
+      AND m.role <> %(system)s AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 ), lexscored AS MATERIALIZED (
     -- The owner filter is applied again here, past the CTE's fence: the one
