@@ -352,13 +352,17 @@ def _waiting() -> dict[str, Any]:
 def events_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> AsyncIterator[str]:
     """The chunks of a streaming completion, under ASGI. A client that goes away cancels only this
     stream: the turn goes on in the worker and commits whole."""
-    return watch_async(pubsub, Relay(prepared), load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting())
+    return watch_async(
+        pubsub, Relay(prepared), load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting()
+    )
 
 
 async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
     """The outcome of a non-streaming completion under ASGI; None past DELLM_SSE_TIMEOUT."""
     waiting = Waiting()
-    async for _ in watch_async(pubsub, waiting, load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting()):
+    async for _ in watch_async(
+        pubsub, waiting, load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting()
+    ):
         pass
     return waiting.outcome
 
