@@ -74,10 +74,13 @@ def vacuum() -> list[str]:
 
 def _interrupted_rebuilds(cursor: CursorWrapper) -> list[str]:
     cursor.execute(
+        # On a table partitioned by owner the copies are the partitions' (REINDEX rebuilds each partition's index).
         "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-        "JOIN pg_class t ON t.oid = x.indrelid WHERE t.relname = ANY(%s) AND NOT x.indisvalid "
-        "AND i.relname ~ '_cc(new|old)[0-9]*$'",
-        [list(TABLES)],
+        "JOIN pg_class t ON t.oid = x.indrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
+        "WHERE (t.relname = ANY(%(tables)s) "
+        "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+        "AND NOT x.indisvalid AND i.relname ~ '_cc(new|old)[0-9]*$'",
+        {"tables": list(TABLES)},
     )
     return [row[0] for row in cursor.fetchall()]
 

@@ -69,7 +69,8 @@ def _tables_with_text_types() -> set[str]:
             "SELECT DISTINCT CASE n.nspname WHEN 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END "
             "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
             "JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
-            "WHERE c.relkind IN ('r', 'p', 'm') AND a.attnum > 0 AND NOT a.attisdropped "
+            # A partition is decided by its table (chat_message_p3 holds what chat_message does).
+            "WHERE c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped "
             "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%' "
             "AND COALESCE(e.typname, t.typname) = ANY(%s)",
             [TEXT_TYPES],
@@ -106,13 +107,17 @@ def test_registry_check_finds_a_planted_table(db):
 
 
 def _indexes_now() -> set[str]:
-    return {
-        name
-        for _, name in _catalog(
-            "SELECT t.relname, i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
-            "JOIN pg_class i ON i.oid = x.indexrelid WHERE t.relname = ANY(%s)"
+    """The indexes of the tables and, on a table partitioned by owner, the partitions' own (a per-owner index)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
+            "WHERE (t.relname = ANY(%(tables)s) "
+            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
+            {"tables": list(TABLES)},
         )
-    }
+        return {name for (name,) in cursor.fetchall()}
 
 
 def _registered(name: str) -> bool:
