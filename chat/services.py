@@ -149,11 +149,11 @@ class _TurnClosed(Exception):
     pass
 
 
-def _place_of(message_id: int | None) -> int | None:
+def _place_of(message_id: int | None, *, owner_id: int) -> int | None:
     """The thread position a rewrite of `message_id` is shown at: where that message was."""
     if message_id is None:
         return None
-    row = Message.objects.filter(pk=message_id).values_list("place", "seq").first()
+    row = Message.objects.filter(owner_id=owner_id, pk=message_id).values_list("place", "seq").first()
     return None if row is None else row[0] or row[1]
 
 
@@ -211,7 +211,7 @@ def _reply_commit(
                     ),
                 ],
                 replaces=turn.replaces,
-                place=_place_of(turn.replaces),
+                place=_place_of(turn.replaces, owner_id=turn.owner_id),
                 tool_calls=tool_calls or None,
             )
         except SourcesRemoved:

@@ -95,13 +95,13 @@ def regeneration_plan(
     return plan
 
 
-def regeneration_next(*, deletion_id: int) -> tuple[int, int] | None:
-    """(id, owner id) of the next regeneration turn to run, oldest reply first; None when there is none.
+def regeneration_next(*, deletion_id: int, owner_id: int) -> int | None:
+    """The id of the next regeneration turn to run, oldest reply first; None when there is none.
 
     When none is left (all committed or failed) the regeneration is finished:
     its receipt check is written once.
     """
-    deletion = DeletionRequest.objects.filter(pk=deletion_id).first()
+    deletion = DeletionRequest.objects.filter(owner_id=owner_id, pk=deletion_id).first()
     if deletion is None or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
         return None
     if deletion.regeneration_cancelled_at is None:
@@ -111,9 +111,9 @@ def regeneration_next(*, deletion_id: int) -> tuple[int, int] | None:
             .first()
         )
         if turn is not None:
-            return turn.pk, turn.owner_id
+            return turn.pk
     if deletion.regeneration_finished_at is None:
-        regeneration_verify(deletion_id=deletion_id)
+        regeneration_verify(deletion_id=deletion_id, owner_id=owner_id)
     return None
 
 
@@ -218,14 +218,13 @@ def _context_violations(*, owner_id: int, reply_ids: list[int]) -> list[list[int
     return [list(row) for row in rows]
 
 
-def regeneration_verify(*, deletion_id: int) -> DeletionRequest:
+def regeneration_verify(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     """Add the `regeneration` check to a deletion's receipt once no regeneration is left to run.
 
     Under the owner's lock: I1 for the owner again (rewritten replies brought
     new edges), and every rewritten reply's context holds only live messages.
     Failed regenerations are listed (they can be resumed), not a failed check.
     """
-    owner_id = DeletionRequest.objects.values_list("owner_id", flat=True).get(pk=deletion_id)
     with transaction.atomic():
         owner_lock(owner_id)
         deletion = DeletionRequest.objects.select_for_update().get(owner_id=owner_id, pk=deletion_id)

@@ -476,7 +476,7 @@ def _regeneration_start(deletion: DeletionRequest) -> None:
     # commit and this call leaves pending turns, which `deletion_resume` (or
     # `provenance.regenerations_sweep`) picks up.
     if deletion.regenerate_ids:
-        regeneration_run_task.delay(deletion_id=deletion.pk)
+        regeneration_run_task.delay(deletion_id=deletion.pk, owner_id=deletion.owner_id)
 
 
 def _after_commit(deletion: DeletionRequest) -> None:
@@ -553,7 +553,7 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
                 deletion.outcome += f"; regeneration cancelled ({closed} not rewritten)"
                 deletion.save(update_fields=["regeneration_cancelled_at", "outcome"])
                 # The receipt's regeneration check, now: no rewrite is left to run.
-                transaction.on_commit(lambda: regeneration_verify(deletion_id=deletion_id))
+                transaction.on_commit(lambda: regeneration_verify(deletion_id=deletion_id, owner_id=owner_id))
             return deletion
         if deletion.status not in (Status.PREVIEWED, Status.SCHEDULED):
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")

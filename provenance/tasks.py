@@ -68,7 +68,7 @@ def erasure_scrub_task() -> None:
 @shared_task(
     name="provenance.regeneration_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
 )
-def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
+def regeneration_run_task(self: Task, *, deletion_id: int, owner_id: int) -> None:
     """Rewrite a deletion's removed replies one at a time, oldest first, as ordinary turns.
 
     Each runs through `chat.services.turn_run` (same commit path and SSE
@@ -82,8 +82,7 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
     from dellm_site.errors import UpstreamFailed
     from provenance.regeneration import regeneration_next
 
-    while (next_turn := regeneration_next(deletion_id=deletion_id)) is not None:
-        turn_id, owner_id = next_turn
+    while (turn_id := regeneration_next(deletion_id=deletion_id, owner_id=owner_id)) is not None:
         try:
             turn_run(
                 turn_id=turn_id,
@@ -119,6 +118,7 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
 def regenerations_sweep_task() -> None:
     """Beat: regenerations whose task was lost are run again (provenance.regeneration.regenerations_stalled_sweep)."""
     from chat.streams import turn_publish
+    from provenance.models import DeletionRequest
     from provenance.regeneration import regenerations_stalled_sweep
 
     swept = regenerations_stalled_sweep()
@@ -128,8 +128,10 @@ def regenerations_sweep_task() -> None:
         )
     for turn_id in swept["failed"]:
         turn_publish(turn_id, "changed", {})
+    # A sweep over every owner: the one read here that is not by owner (docs/ARCHITECTURE.md, "Partitioned by owner").
+    owners = dict(DeletionRequest.objects.filter(pk__in=swept["resumed"]).values_list("pk", "owner_id"))
     for deletion_id in swept["resumed"]:
-        regeneration_run_task.delay(deletion_id=deletion_id)
+        regeneration_run_task.delay(deletion_id=deletion_id, owner_id=owners[deletion_id])
 
 
 def _publish_token(turn_id: int, token: str) -> None:

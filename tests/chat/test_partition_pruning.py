@@ -145,6 +145,16 @@ def _purge_and_receipt(w):
     assert w["api"].get(f"/api/deletions/{deletion}/").json()["receipt"] is not None
 
 
+def _regenerate(w):
+    body = {"select": {"exact": "roof"}, "mode": "soft", "derived": "regenerate"}
+    deletion = w["api"].post("/api/deletions/", body, format="json").json()
+    assert deletion["regenerate"] == [w["m"][3].pk]
+    # The rewrite runs as an ordinary turn (Celery is eager here), then its check joins the receipt.
+    done = w["run"](lambda: w["api"].post(f"/api/deletions/{deletion['id']}/confirm/")).json()
+    assert done["status"] == "executed"
+    assert w["api"].get(f"/api/deletions/{deletion['id']}/").json()["receipt"]["checks"]["regeneration"]["passed"]
+
+
 def _import(w):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -182,6 +192,7 @@ FLOWS = {
     "preview": _preview,
     "confirm and undo": _confirm_and_undo,
     "purge and receipt": _purge_and_receipt,
+    "regenerate": _regenerate,
     "import": _import,
     "v1 alignment": _v1,
 }

@@ -222,7 +222,7 @@ def test_cancel_stops_regeneration_and_resume_finishes_it(owner, paper_history, 
     done.refresh_from_db()
     assert done.receipt["checks"]["regeneration"]["failed"] == [m[4].pk, m[8].pk]
     assert done.regeneration_finished_at is not None
-    tasks.regeneration_run_task.run(deletion_id=done.pk)  # a late task finds nothing to do
+    tasks.regeneration_run_task.run(deletion_id=done.pk, owner_id=done.owner_id)  # a late task finds nothing to do
     assert [t.status for t in Turn.objects.filter(deletion_id=done.pk)] == ["failed", "failed"]
     again = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)  # harmless twice
     assert again.regeneration_cancelled_at == done.regeneration_cancelled_at
