@@ -524,7 +524,10 @@ def test_a_system_prompt_is_stored_and_the_task_payload_holds_the_turn_id_only(v
         0,
         0,
     )
-    assert [kwargs for _, kwargs in sent] == [{"turn_id": dellm["turn_id"]}, {"turn_id": again["turn_id"]}]
+    assert [kwargs for _, kwargs in sent] == [
+        {"turn_id": dellm["turn_id"], "owner_id": owner.pk},
+        {"turn_id": again["turn_id"], "owner_id": owner.pk},
+    ]
     assert list(Message.objects.filter(owner=owner).values_list("role", flat=True)) == [
         "system",
         "user",
