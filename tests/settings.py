@@ -10,6 +10,6 @@ os.environ["DELLM_LAB"] = "1"
 
 from dellm_site.settings import *  # noqa: F403
 
-# Four partitions, not 16: the same pruning and keys (tests/chat/test_partition_pruning.py), with a quarter
+# Two partitions, not 16: the same pruning and keys (tests/chat/test_partition_pruning.py), with an eighth
 # of the relations to create and truncate between tests.
-DELLM_PARTITIONS = 4
+DELLM_PARTITIONS = 2
