@@ -145,7 +145,7 @@ class Started:
     created_thread: bool
 
 
-def _positioned(thread_id: int) -> QuerySet[Message]:
+def _positioned(*, owner_id: int, thread_id: int) -> QuerySet[Message]:
     """The thread's messages that hold a transcript position: all but its system prompts and rewrites.
 
     A rewrite (a regenerated reply, a redacted message) is appended by seq but
@@ -153,13 +153,17 @@ def _positioned(thread_id: int) -> QuerySet[Message]:
     removed, keeps the position (its copy is dropped), and the client never
     saw the rewrite.
     """
-    return Message.objects.filter(thread_id=thread_id, replaces__isnull=True).exclude(role=Message.Role.SYSTEM)
+    return Message.objects.filter(owner_id=owner_id, thread_id=thread_id, replaces__isnull=True).exclude(
+        role=Message.Role.SYSTEM
+    )
 
 
 def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     """Align `earlier` by position with the thread's stored messages (removed ones included)."""
     stored = list(
-        _positioned(thread.pk).order_by("seq").values_list("role", "status", "content", "tool_calls", "tool_call_id")
+        _positioned(owner_id=thread.owner_id, thread_id=thread.pk)
+        .order_by("seq")
+        .values_list("role", "status", "content", "tool_calls", "tool_call_id")
     )
     alignment = Alignment()
     for (role, status, content, calls, call_id), said in zip(stored, earlier, strict=False):
@@ -216,7 +220,7 @@ def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
         for hit in hits.order_by("-seq")[:MATCH_CANDIDATES]:
             if hit.thread_id in candidates:
                 continue
-            if _positioned(hit.thread_id).filter(seq__lt=hit.seq).count() == position:
+            if _positioned(owner_id=hit.owner_id, thread_id=hit.thread_id).filter(seq__lt=hit.seq).count() == position:
                 candidates[hit.thread_id] = hit.thread
     best: tuple[int, object, Thread] | None = None
     for thread in candidates.values():
@@ -287,7 +291,9 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
                     Branch(
                         thread_id=thread.pk,
                         items=[
-                            *Message.objects.filter(thread=thread).order_by("seq").values_list("pk", flat=True),
+                            *Message.objects.filter(owner_id=thread.owner_id, thread=thread)
+                            .order_by("seq")
+                            .values_list("pk", flat=True),
                             *(
                                 Supplied(
                                     role=said.role,
@@ -343,7 +349,7 @@ def completion_tool_turn_start(
         raise Conflict(TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"})
     with transaction.atomic():
         owner_lock(owner.pk)
-        stored = list(_positioned(thread.pk).order_by("seq"))
+        stored = list(_positioned(owner_id=thread.owner_id, thread_id=thread.pk).order_by("seq"))
         full = [*earlier, *results]
         again = len(stored) == len(full) and all(
             m.is_live and said.same(m.role, m.content, m.tool_calls, m.tool_call_id)

@@ -31,7 +31,7 @@ from assistant.completions_wire import (
     sse_data,
     usage,
 )
-from chat.models import ContextEdge, Turn
+from chat.models import ContextEdge, Message, Turn
 from dellm_site.event_streams import Watch, event_stream_response, on_db_briefly, watch_async, watch_sync
 
 # How often a waiting request reads the turn's state itself, in case a pub/sub
@@ -83,18 +83,25 @@ class Outcome:
     tool_calls: tuple[dict[str, str], ...] = ()
 
 
-def turn_outcome(turn_id: int) -> Outcome | None:
+def turn_outcome(turn_id: int, owner_id: int) -> Outcome | None:
     """The finished turn's reply and the memories it used, or None while it runs."""
-    turn = Turn.objects.select_related("reply", "user_message").filter(pk=turn_id).first()
+    turn = Turn.objects.filter(owner_id=owner_id, pk=turn_id).first()
     if turn is None:
         return Outcome(done=False, error="The turn was deleted.")
     if turn.status == Turn.Status.FAILED:
         return Outcome(done=False, error=turn.error or "The reply could not be generated.")
-    if turn.status != Turn.Status.DONE or turn.reply is None:
+    if turn.status != Turn.Status.DONE or turn.reply_id is None:
         return None
+    # Read by (owner, id), not through the turn's foreign keys: each query then reads the owner's partition only.
+    messages = {
+        message.pk: message
+        for message in Message.objects.filter(owner_id=owner_id, pk__in=[turn.reply_id, turn.user_message_id])
+    }
+    turn.reply, turn.user_message = messages[turn.reply_id], messages[turn.user_message_id]
     # The memories: the question and the system prompt are not (the prompt's id is `dellm.system_message_id`).
     sources = list(
-        turn.reply.in_edges.exclude(source_id=turn.user_message_id)
+        ContextEdge.objects.filter(owner_id=owner_id, target_id=turn.reply_id, source__owner_id=owner_id)
+        .exclude(source_id=turn.user_message_id)
         .exclude(signal__in=[ContextEdge.Signal.SYSTEM, ContextEdge.Signal.TOOL])
         .order_by("rank")
         .annotate(chars=Length("source__content"))
@@ -345,26 +352,32 @@ def _waiting() -> dict[str, Any]:
 def events_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> AsyncIterator[str]:
     """The chunks of a streaming completion, under ASGI. A client that goes away cancels only this
     stream: the turn goes on in the worker and commits whole."""
-    return watch_async(pubsub, Relay(prepared), load=lambda: turn_outcome_briefly(prepared.turn), **_waiting())
+    return watch_async(
+        pubsub, Relay(prepared), load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting()
+    )
 
 
 async def wait_async(prepared: Prepared, pubsub: redis.asyncio.client.PubSub) -> Outcome | None:
     """The outcome of a non-streaming completion under ASGI; None past DELLM_SSE_TIMEOUT."""
     waiting = Waiting()
-    async for _ in watch_async(pubsub, waiting, load=lambda: turn_outcome_briefly(prepared.turn), **_waiting()):
+    async for _ in watch_async(
+        pubsub, waiting, load=lambda: turn_outcome_briefly(prepared.turn, prepared.owner_id), **_waiting()
+    ):
         pass
     return waiting.outcome
 
 
 def events_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Iterator[str]:
     """`events_async` on the request's thread (WSGI)."""
-    return watch_sync(pubsub, Relay(prepared), load=lambda: turn_outcome(prepared.turn), **_waiting())
+    return watch_sync(
+        pubsub, Relay(prepared), load=lambda: turn_outcome(prepared.turn, prepared.owner_id), **_waiting()
+    )
 
 
 def wait_sync(prepared: Prepared, pubsub: redis.client.PubSub) -> Outcome | None:
     """`wait_async` on the request's thread (WSGI)."""
     waiting = Waiting()
-    for _ in watch_sync(pubsub, waiting, load=lambda: turn_outcome(prepared.turn), **_waiting()):
+    for _ in watch_sync(pubsub, waiting, load=lambda: turn_outcome(prepared.turn, prepared.owner_id), **_waiting()):
         pass
     return waiting.outcome
 

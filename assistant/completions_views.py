@@ -334,7 +334,7 @@ def _enqueue(prepared: Prepared) -> None:
     if prepared.request.tools is not None:
         # Held for the worker while the turn runs, never in the task payload (chat/turn_tools.py).
         turn_tools_put(turn_id=prepared.turn, offer=prepared.request.tools)
-    turn_run_task.delay(turn_id=prepared.turn)
+    turn_run_task.delay(turn_id=prepared.turn, owner_id=prepared.owner_id)
 
 
 # --- Views -----------------------------------------------------------------------
@@ -423,7 +423,9 @@ async def _release(slot: StreamSlot | None) -> None:
 def _not_queued(prepared: Prepared, exc: Exception) -> JsonResponse:
     """Redis (broker or pub/sub) is unreachable: the turn fails visibly and can be retried from the web app."""
     logger.warning("completion turn %s: could not be queued (%s)", prepared.turn_id, type(exc).__name__)
-    services.turn_fail(turn_id=prepared.turn, error="The reply could not be queued; please retry.")
+    services.turn_fail(
+        turn_id=prepared.turn, owner_id=prepared.owner_id, error="The reply could not be queued; please retry."
+    )
     error = CompletionError(
         "DeLLM cannot reach its task queue right now; please try again.",
         status=503,

@@ -1,5 +1,6 @@
 import re
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -7,6 +8,32 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from pgvector.django import VectorField
+
+
+class OwnerPartitioned(models.Model):
+    """A table hash-partitioned by `owner_id` (docs/ARCHITECTURE.md, "Partitioned by owner").
+
+    Django keeps `id` as the primary key (ids stay unique, from one sequence),
+    while the database's key is (owner_id, id). So that the planner reads one
+    partition, a row's own UPDATE and reload name its owner, as every product
+    query does: Django's `save()` and `refresh_from_db()` would look the row up
+    by id alone, in every partition.
+    """
+
+    owner_id: int
+
+    class Meta:
+        abstract = True
+
+    def _do_update(self, base_qs: Any, *args: Any, **kwargs: Any) -> Any:
+        return super()._do_update(base_qs.filter(owner_id=self.owner_id), *args, **kwargs)
+
+    def refresh_from_db(
+        self, using: str | None = None, fields: Any = None, from_queryset: models.QuerySet | None = None
+    ) -> None:
+        if from_queryset is None:
+            from_queryset = type(self)._base_manager.filter(owner_id=self.owner_id)  # type: ignore[misc]
+        super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)
 
 
 class Thread(models.Model):
@@ -48,7 +75,7 @@ MAX_TOOL_CALL_ID = 200
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
-class Message(models.Model):
+class Message(OwnerPartitioned):
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
@@ -131,7 +158,9 @@ class Message(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "seq"], name="message_owner_seq_unique"),
             models.UniqueConstraint(
-                fields=["thread", "source_id"], condition=~models.Q(source_id=""), name="message_thread_source_unique"
+                fields=["owner", "thread", "source_id"],
+                condition=~models.Q(source_id=""),
+                name="message_thread_source_unique",
             ),
         ]
         indexes = [
@@ -177,7 +206,7 @@ LIVE_STATUSES = [str(s) for s in Message.LIVE]
 REMOVED_STATUSES = [str(s) for s in Message.REMOVED]
 
 
-class Turn(models.Model):
+class Turn(OwnerPartitioned):
     """One request for a reply: the user's message and, once done, the reply."""
 
     class Status(models.TextChoices):
@@ -187,8 +216,13 @@ class Turn(models.Model):
         FAILED = "failed"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="turns")
-    user_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="turns")
-    reply = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Foreign keys to a partitioned table: the database's constraint is the
+    # composite `(owner_id, <column>) REFERENCES chat_message (owner_id, id)`
+    # (migration 0013), which Django cannot declare; Django still cascades.
+    user_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="turns", db_constraint=False)
+    reply = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True, default="", help_text="For humans; never message text.")
     attempts = models.PositiveIntegerField(default=0)
@@ -205,11 +239,15 @@ class Turn(models.Model):
     # generated under: a `/v1` client's instructions, read by the worker from
     # here (never carried in the task payload) and committed with an edge to
     # the reply. Null for every other turn.
-    system_message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    system_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     # A turn that answers a client's tool results: the reply (with
     # `tool_calls`) whose results it was sent. The results are the `tool`
     # messages with a `tool` edge from it; the reply derives from them.
-    tool_call = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tool_call = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -220,7 +258,7 @@ class Turn(models.Model):
         return f"Turn {self.pk} ({self.status})"
 
 
-class ContextEdge(models.Model):
+class ContextEdge(OwnerPartitioned):
     """`source -> target`: `source` was in the context that produced `target`.
 
     `chat.writer` is their only writer (with the reply they lead to);
@@ -231,8 +269,13 @@ class ContextEdge(models.Model):
     # No single-column indexes on the ends: the unique (source, target) serves
     # lookups by source and `edge_target` those by target. A whole-history
     # context writes hundreds of edges per reply, each paying for every index.
-    source = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="out_edges", db_index=False)
-    target = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="in_edges", db_index=False)
+    # Composite foreign keys in the database, as for Turn's (migration 0013).
+    source = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="out_edges", db_index=False, db_constraint=False
+    )
+    target = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="in_edges", db_index=False, db_constraint=False
+    )
     # 0 for the user message the reply answers, then 1..k by retrieval order.
     rank = models.PositiveSmallIntegerField()
     score = models.FloatField(help_text="Cosine similarity at retrieval time (1.0 for the user message).")
@@ -262,7 +305,7 @@ class ContextEdge(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "target"], name="edge_source_target_unique"),
+            models.UniqueConstraint(fields=["owner", "source", "target"], name="edge_source_target_unique"),
             models.CheckConstraint(condition=~models.Q(source=models.F("target")), name="edge_not_self"),
         ]
         indexes = [models.Index(fields=["target"], name="edge_target")]

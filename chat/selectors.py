@@ -190,7 +190,7 @@ def thread_message_list(*, thread: Thread) -> QuerySet[Message]:
     are read by the position (`chat.views.ThreadMessagePagination`), and
     `with_capped_edges` attaches their edges.
     """
-    messages = Message.objects.filter(thread=thread, status__in=LIVE_STATUSES)
+    messages = Message.objects.filter(owner_id=thread.owner_id, thread=thread, status__in=LIVE_STATUSES)
     return messages.annotate(position=Coalesce("place", "seq")).order_by("-position", "-seq")
 
 
@@ -240,17 +240,25 @@ def with_edges(messages: list[Message]) -> list[Message]:
     end, so a live message can leave removed neighbours out of its lists.
     For the export and single new messages; pages use `with_capped_edges`.
     """
-    edges = ContextEdge.objects.only("id", "source_id", "target_id", "rank", "score", "signal")
+    # Both ends name the owner (one user's messages), so each side reads one partition.
+    owner_id = messages[0].owner_id if messages else 0
+    edges = ContextEdge.objects.filter(owner_id=owner_id).only(
+        "id", "source_id", "target_id", "rank", "score", "signal"
+    )
     prefetch_related_objects(
         messages,
         Prefetch(
             "in_edges",
-            queryset=edges.annotate(other_status=F("source__status")).order_by("rank", "source_id"),
+            queryset=edges.filter(source__owner_id=owner_id)
+            .annotate(other_status=F("source__status"))
+            .order_by("rank", "source_id"),
             to_attr="context_edges",
         ),
         Prefetch(
             "out_edges",
-            queryset=edges.annotate(other_status=F("target__status")).order_by("target_id"),
+            queryset=edges.filter(target__owner_id=owner_id)
+            .annotate(other_status=F("target__status"))
+            .order_by("target_id"),
             to_attr="derived_edges",
         ),
     )
@@ -277,9 +285,9 @@ CROSS JOIN LATERAL (
     SELECT c.id, c.source_id, c.target_id, c.rank, c.score, c.signal, o.status AS other_status
     FROM (
         SELECT id, source_id, target_id, rank, score, signal FROM {ContextEdge._meta.db_table}
-        WHERE __NEAR___id = m.id ORDER BY __ORDER__ OFFSET 0
+        WHERE owner_id = %(owner)s AND __NEAR___id = m.id ORDER BY __ORDER__ OFFSET 0
     ) c
-    CROSS JOIN LATERAL (SELECT status FROM {_MESSAGES} WHERE id = c.__OTHER___id OFFSET 0) o
+    CROSS JOIN LATERAL (SELECT status FROM {_MESSAGES} WHERE owner_id = %(owner)s AND id = c.__OTHER___id OFFSET 0) o
     WHERE NOT m.live OR o.status = ANY(%(live_statuses)s)
     ORDER BY __ORDER__
     LIMIT %(limit)s
@@ -304,6 +312,7 @@ def with_capped_edges(messages: list[Message], *, limit: int) -> list[Message]:
     dependents endpoint have the rest).
     """
     params = {
+        "owner": messages[0].owner_id if messages else 0,
         "ids": [message.pk for message in messages],
         "live": [message.is_live for message in messages],
         "live_statuses": LIVE_STATUSES,
@@ -324,11 +333,14 @@ def with_capped_edges(messages: list[Message], *, limit: int) -> list[Message]:
 
 
 def turn_get(*, owner: User, turn_id: int) -> Turn:
-    turn = Turn.objects.select_related("reply").filter(owner=owner, pk=turn_id).first()
+    turn = Turn.objects.filter(owner=owner, pk=turn_id).first()
     if turn is None:
         raise NotFound(f"No turn with id {turn_id}.")
-    if turn.reply is not None:
-        with_edges([turn.reply])
+    # Read by (owner, id) rather than joined: a join by id alone would read every partition of the messages.
+    reply = Message.objects.filter(owner=owner, pk=turn.reply_id).first() if turn.reply_id else None
+    turn.reply = reply
+    if reply is not None:
+        with_edges([reply])
     return turn
 
 

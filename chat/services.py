@@ -98,7 +98,7 @@ def turn_create(
             owner_id=thread.owner_id, user_message=message, policy=policy, system_message=system_message
         )
         if enqueue:
-            transaction.on_commit(lambda: _enqueue_turn(turn.pk))
+            transaction.on_commit(lambda: _enqueue_turn(turn.pk, turn.owner_id))
     return turn
 
 
@@ -119,13 +119,13 @@ def system_message_store(*, thread: Thread, text: str) -> Message:
         return existing or message_create(thread=thread, role=Message.Role.SYSTEM, content=text)
 
 
-def _enqueue_turn(turn_id: int) -> None:
-    turn_run_task.delay(turn_id=turn_id)
+def _enqueue_turn(turn_id: int, owner_id: int) -> None:
+    turn_run_task.delay(turn_id=turn_id, owner_id=owner_id)
 
 
-def message_embed(*, message_id: int) -> Message | None:
+def message_embed(*, message_id: int, owner_id: int) -> Message | None:
     """Compute and store a message's index vector if it is missing (idempotent; `chat.indexing`)."""
-    message = Message.objects.filter(pk=message_id).first()
+    message = Message.objects.filter(owner_id=owner_id, pk=message_id).first()
     if message is None or message.embedding is not None or not message.is_live:
         return message
     messages_index_embed(ids=[message_id])
@@ -145,11 +145,11 @@ class _TurnClosed(Exception):
     pass
 
 
-def _place_of(message_id: int | None) -> int | None:
+def _place_of(message_id: int | None, *, owner_id: int) -> int | None:
     """The thread position a rewrite of `message_id` is shown at: where that message was."""
     if message_id is None:
         return None
-    row = Message.objects.filter(pk=message_id).values_list("place", "seq").first()
+    row = Message.objects.filter(owner_id=owner_id, pk=message_id).values_list("place", "seq").first()
     return None if row is None else row[0] or row[1]
 
 
@@ -179,7 +179,7 @@ def _reply_commit(
         # may have committed first; the owner's lock orders the two. A turn
         # closed otherwise meanwhile (a regeneration cancelled or undone)
         # commits nothing either. One read tells which.
-        status = Turn.objects.filter(pk=turn.pk).values_list("status", flat=True).first()
+        status = Turn.objects.filter(owner_id=turn.owner_id, pk=turn.pk).values_list("status", flat=True).first()
         if status == Turn.Status.DONE:
             raise _AlreadyFinished
         if status != Turn.Status.RUNNING:
@@ -207,12 +207,12 @@ def _reply_commit(
                     ),
                 ],
                 replaces=turn.replaces,
-                place=_place_of(turn.replaces),
+                place=_place_of(turn.replaces, owner_id=turn.owner_id),
                 tool_calls=tool_calls or None,
             )
         except SourcesRemoved:
             raise _ContextChanged from None
-        Turn.objects.filter(pk=turn.pk).update(
+        Turn.objects.filter(owner_id=turn.owner_id, pk=turn.pk).update(
             status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
         )
     return reply
@@ -221,6 +221,7 @@ def _reply_commit(
 def turn_run(
     *,
     turn_id: int,
+    owner_id: int,
     on_token: Callable[[str], None] | None = None,
     on_rebuild: Callable[[], None] | None = None,
     on_running: Callable[[], None] | None = None,
@@ -244,32 +245,45 @@ def turn_run(
     Safe to run twice: a turn that is already done is returned unchanged, and
     of two runs racing (a redelivered task, the sweep) only one reply commits.
     """
-    updated = Turn.objects.filter(pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
+    turns = Turn.objects.filter(owner_id=owner_id, pk=turn_id)
+    updated = turns.filter(status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
         status=Turn.Status.RUNNING, attempts=F("attempts") + 1, updated_at=timezone.now()
     )
-    turn = Turn.objects.select_related("user_message").filter(pk=turn_id).first()
+    turn = turns.select_related("user_message").filter(user_message__owner_id=owner_id).first()
     if turn is None or not updated:
         return turn
     if on_running is not None:
         on_running()
     responder = get_responder()
     for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
-        message = message_embed(message_id=turn.user_message_id)
+        message = message_embed(message_id=turn.user_message_id, owner_id=owner_id)
         if message is None or not message.is_live:
-            return turn_fail(turn_id=turn.pk, error="Your message was deleted before the reply was ready.")
+            return turn_fail(
+                turn_id=turn.pk, owner_id=owner_id, error="Your message was deleted before the reply was ready."
+            )
         turn.user_message = message
         # Read again on every try: a prompt removed meanwhile fails the turn
         # (it would be removed again with the reply), as a removed question does.
         # Only a /v1 turn has one; other turns call the responder exactly as before.
         instructions: dict[str, str] = {}
         if turn.system_message_id is not None:
-            system = Message.objects.filter(pk=turn.system_message_id, status__in=Message.LIVE).first()
+            system = Message.objects.filter(
+                owner_id=owner_id, pk=turn.system_message_id, status__in=Message.LIVE
+            ).first()
             if system is None:
-                return turn_fail(turn_id=turn.pk, error="The system prompt was deleted before the reply was ready.")
+                return turn_fail(
+                    turn_id=turn.pk,
+                    owner_id=owner_id,
+                    error="The system prompt was deleted before the reply was ready.",
+                )
             instructions = {"system": system.content}
         steps = turn_tool_steps(turn=turn)
         if steps is None:
-            return turn_fail(turn_id=turn.pk, error="A tool call or its result was deleted before the reply was ready.")
+            return turn_fail(
+                turn_id=turn.pk,
+                owner_id=owner_id,
+                error="A tool call or its result was deleted before the reply was ready.",
+            )
         context = context_retrieve(
             message=message,
             policy=turn.policy,
@@ -311,7 +325,7 @@ def turn_run(
             )
         except _AlreadyFinished:
             logger.info("turn %s: finished by another run; this reply is dropped", turn.pk)
-            return Turn.objects.filter(pk=turn.pk).first()
+            return turns.first()
         except _TurnClosed:
             logger.info("turn %s: closed during generation, reply discarded", turn.pk)
             turn.refresh_from_db()
@@ -326,7 +340,9 @@ def turn_run(
             # Its index text holds the question it answers (chat/index_context.py); a tool call is not memory.
             messages_index_embed(ids=[turn.reply_id])
         return turn
-    return turn_fail(turn_id=turn.pk, error="Memory kept changing while the reply was generated; please retry.")
+    return turn_fail(
+        turn_id=turn.pk, owner_id=owner_id, error="Memory kept changing while the reply was generated; please retry."
+    )
 
 
 def _tools_possible(turn: Turn) -> bool:
@@ -404,6 +420,7 @@ def regeneration_turns_create(*, owner_id: int, deletion_id: int, rewrites: list
         Turn.objects.filter(
             owner_id=owner_id,
             reply_id__in=[reply_id for reply_id, _, _ in rewrites],
+            system_message__owner_id=owner_id,
             system_message__status__in=Message.LIVE,
         ).values_list("reply_id", "system_message_id")
     )
@@ -421,24 +438,27 @@ def regeneration_turns_create(*, owner_id: int, deletion_id: int, rewrites: list
     return [turn.pk for turn in turns]
 
 
-def regeneration_turns_close(*, deletion_id: int, error: str) -> int:
+def regeneration_turns_close(*, owner_id: int, deletion_id: int, error: str) -> int:
     """Fail the deletion's regeneration turns that have not committed; how many. Caller holds the owner's lock."""
-    return Turn.objects.filter(deletion_id=deletion_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]).update(
-        status=Turn.Status.FAILED, error=error, updated_at=timezone.now()
-    )
+    return Turn.objects.filter(
+        owner_id=owner_id, deletion_id=deletion_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]
+    ).update(status=Turn.Status.FAILED, error=error, updated_at=timezone.now())
 
 
-def turn_fail(*, turn_id: int, error: str) -> Turn | None:
+def turn_fail(*, turn_id: int, owner_id: int, error: str) -> Turn | None:
     """Mark a turn failed with a reason for humans (never message text)."""
-    Turn.objects.filter(pk=turn_id).exclude(status=Turn.Status.DONE).update(
-        status=Turn.Status.FAILED, error=error, updated_at=timezone.now()
-    )
-    return Turn.objects.filter(pk=turn_id).first()
+    turns = Turn.objects.filter(owner_id=owner_id, pk=turn_id)
+    turns.exclude(status=Turn.Status.DONE).update(status=Turn.Status.FAILED, error=error, updated_at=timezone.now())
+    return turns.first()
 
 
-def turn_retry(*, turn_id: int) -> Turn:
+def turn_retry(*, turn_id: int, owner_id: int) -> Turn:
     """Put a failed turn back to pending, keeping the user's message."""
-    turn = Turn.objects.select_related("user_message").filter(pk=turn_id).first()
+    turn = (
+        Turn.objects.select_related("user_message")
+        .filter(owner_id=owner_id, pk=turn_id, user_message__owner_id=owner_id)
+        .first()
+    )
     if turn is None:
         raise NotFound(f"No turn with id {turn_id}.")
     if turn.status != Turn.Status.FAILED:
@@ -446,10 +466,10 @@ def turn_retry(*, turn_id: int) -> Turn:
     if not turn.user_message.is_live:
         raise NotFound("The message of this turn has been deleted.")
     with transaction.atomic():
-        Turn.objects.filter(pk=turn.pk, status=Turn.Status.FAILED).update(
+        Turn.objects.filter(owner_id=owner_id, pk=turn.pk, status=Turn.Status.FAILED).update(
             status=Turn.Status.PENDING, error="", updated_at=timezone.now()
         )
-        transaction.on_commit(lambda: _enqueue_turn(turn.pk))
+        transaction.on_commit(lambda: _enqueue_turn(turn.pk, turn.owner_id))
     turn.refresh_from_db()
     return turn
 
@@ -475,9 +495,9 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
         status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff, deletion_id__isnull=True
     )
     swept: dict[str, list[int]] = {"rerun": [], "failed": []}
-    for turn_id, attempts in stuck.order_by("pk").values_list("pk", "attempts"):
+    for turn_id, owner_id, attempts in stuck.order_by("pk").values_list("pk", "owner_id", "attempts"):
         row = Turn.objects.filter(
-            pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff
+            owner_id=owner_id, pk=turn_id, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING], updated_at__lt=cutoff
         )
         if attempts >= settings.DELLM_TURN_MAX_ATTEMPTS:
             error = f"The reply could not be generated after {attempts} attempts; please retry."
@@ -485,7 +505,7 @@ def turns_stuck_sweep(*, now: datetime | None = None) -> dict[str, list[int]]:
                 swept["failed"].append(turn_id)
         elif row.update(status=Turn.Status.PENDING, updated_at=now):
             swept["rerun"].append(turn_id)
-            _enqueue_turn(turn_id)
+            _enqueue_turn(turn_id, owner_id)
     return swept
 
 
@@ -511,7 +531,9 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
     matches digests like any import). Returns counts by kind.
     """
     digested = messages_source_keys_digest(owner_id=owner_id, ids=message_ids)
-    thread_ids = sorted(set(Message.objects.filter(pk__in=message_ids).values_list("thread_id", flat=True)))
+    thread_ids = sorted(
+        set(Message.objects.filter(owner_id=owner_id, pk__in=message_ids).values_list("thread_id", flat=True))
+    )
     # The agent notes' thread is ours, not an import: its title and key hold no text.
     threads = list(
         Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source="").exclude(source=NOTES_SOURCE)

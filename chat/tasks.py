@@ -17,10 +17,11 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="chat.turn_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def turn_run_task(self: Task, *, turn_id: int) -> None:
+def turn_run_task(self: Task, *, turn_id: int, owner_id: int) -> None:
     """Generate a turn's reply; transient upstream faults retry with backoff.
 
-    The turn id only, like every task: a `/v1` client's system prompt is a
+    Ids only, like every task (the owner's too: it names the partition that
+    holds the turn, docs/ARCHITECTURE.md): a `/v1` client's system prompt is a
     stored message the turn points at (`Turn.system_message`), read by
     `turn_run` from the database.
 
@@ -34,6 +35,7 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
     try:
         turn_run(
             turn_id=turn_id,
+            owner_id=owner_id,
             on_token=lambda token: turn_publish(turn_id, "token", {"text": token}),
             on_rebuild=lambda: turn_publish(turn_id, "reset", {}),
             on_running=lambda: turn_publish(turn_id, "status", {"status": "running"}),
@@ -49,11 +51,13 @@ def turn_run_task(self: Task, *, turn_id: int) -> None:
             logger.warning("turn %s: transient upstream fault (%s), retry %s", turn_id, exc.code, retries + 1)
             turn_publish(turn_id, "reset", {})
             raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
-        turn_fail(turn_id=turn_id, error=exc.message)
+        turn_fail(turn_id=turn_id, owner_id=owner_id, error=exc.message)
         turn_tools_drop(turn_id=turn_id)
     except Exception:
         logger.exception("turn %s failed unexpectedly", turn_id)
-        turn_fail(turn_id=turn_id, error="Something went wrong while generating the reply; please retry.")
+        turn_fail(
+            turn_id=turn_id, owner_id=owner_id, error="Something went wrong while generating the reply; please retry."
+        )
         turn_tools_drop(turn_id=turn_id)
         raise
     finally:

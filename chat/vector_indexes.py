@@ -169,6 +169,8 @@ def _create_sql(*, concurrently: str, owner_id: int, model: str, dim: int, lists
     ).format(
         concurrently=sql.SQL(concurrently),
         name=sql.Identifier(index_name(owner_id, model, dim)),
+        # A partial index of one owner's rows belongs on the owner's partition (CONCURRENTLY cannot build on a
+        # partitioned table, and the parent's other partitions hold none of them).
         table=sql.Identifier(partition_of(table=Message._meta.db_table, owner_id=owner_id)),
         cast=sql.SQL(embedding_cast(dim)),
         lists=sql.Literal(int(lists)),

@@ -137,7 +137,9 @@ class TurnRetryView(APIView):
         request=None, responses={200: TurnSerializer, **errors(404, 409, 429)}, summary="Re-run a failed turn"
     )
     def post(self, request: AuthenticatedRequest, turn_id: int) -> Response:
-        turn = services.turn_retry(turn_id=selectors.turn_get(owner=request.user, turn_id=turn_id).pk)
+        turn = services.turn_retry(
+            turn_id=selectors.turn_get(owner=request.user, turn_id=turn_id).pk, owner_id=request.user.pk
+        )
         return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
 
 

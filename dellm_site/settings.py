@@ -117,6 +117,11 @@ DELLM_DB_POOL_MAX = env_int("DELLM_DB_POOL_MAX", 20)
 # Per Celery worker child (dellm_site/celery.py): a child runs one task at a time.
 DELLM_WORKER_DB_POOL_MAX = env_int("DELLM_WORKER_DB_POOL_MAX", 2)
 DELLM_DB_POOL_TIMEOUT = env_float("DELLM_DB_POOL_TIMEOUT", 5.0)
+# How many hash partitions by owner each per-owner table gets (chat_message,
+# chat_contextedge, chat_turn, provenance_deletionrequest), read once, when
+# migration chat 0013 (or `manage.py dellm_partition`) builds them; changing
+# it later changes nothing (docs/DEPLOYMENT.md, "Partitions").
+DELLM_PARTITIONS = env_int("DELLM_PARTITIONS", 16)
 DATABASES = {"default": dj_database_url.parse(embedded.database_url(), conn_max_age=0 if DELLM_DB_POOL else 60)}
 if DELLM_DB_POOL:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

@@ -4,8 +4,10 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from chat.models import OwnerPartitioned
 
-class DeletionRequest(models.Model):
+
+class DeletionRequest(OwnerPartitioned):
     """One deletion, from preview to outcome. Holds ids and counts, never text.
 
     The messages it removed carry its id in `chat.Message.deleted_by_id`.

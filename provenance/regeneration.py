@@ -74,11 +74,15 @@ def regeneration_plan(
     )
     # A tool step (a reply that called a `/v1` client's tools, or one written after their results) is
     # deleted, never rewritten: DeLLM cannot run the client's tools again (docs/OPENAI.md).
-    for pk in tool_step_kinds(set(replies)):
+    for pk in tool_step_kinds(set(replies), owner_ids={owner_id}):
         del replies[pk]
     answers = _user_messages(owner_id=owner_id, reply_ids=set(replies))
     candidates = {user for user, _ in answers.values()} - removed
-    live = set(Message.objects.filter(pk__in=candidates, status__in=Message.LIVE).values_list("pk", flat=True))
+    live = set(
+        Message.objects.filter(owner_id=owner_id, pk__in=candidates, status__in=Message.LIVE).values_list(
+            "pk", flat=True
+        )
+    )
     plan = []
     for reply in sorted(replies, key=replies.__getitem__):
         if reply not in answers:
@@ -91,21 +95,25 @@ def regeneration_plan(
     return plan
 
 
-def regeneration_next(*, deletion_id: int) -> int | None:
+def regeneration_next(*, deletion_id: int, owner_id: int) -> int | None:
     """The id of the next regeneration turn to run, oldest reply first; None when there is none.
 
     When none is left (all committed or failed) the regeneration is finished:
     its receipt check is written once.
     """
-    deletion = DeletionRequest.objects.filter(pk=deletion_id).first()
+    deletion = DeletionRequest.objects.filter(owner_id=owner_id, pk=deletion_id).first()
     if deletion is None or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
         return None
     if deletion.regeneration_cancelled_at is None:
-        turn = Turn.objects.filter(deletion_id=deletion_id, status__in=OPEN).order_by("replaces").first()
+        turn = (
+            Turn.objects.filter(owner_id=deletion.owner_id, deletion_id=deletion_id, status__in=OPEN)
+            .order_by("replaces")
+            .first()
+        )
         if turn is not None:
             return turn.pk
     if deletion.regeneration_finished_at is None:
-        regeneration_verify(deletion_id=deletion_id)
+        regeneration_verify(deletion_id=deletion_id, owner_id=owner_id)
     return None
 
 
@@ -172,7 +180,7 @@ def _regeneration_turns(*, deletion: DeletionRequest) -> list[Turn]:
     """The deletion's regeneration turns, oldest reply first: from `with_regeneration_turns`'s annotation if present."""
     rows: list[dict[str, object]] | None = getattr(deletion, "regeneration_turns", None)
     if rows is None:
-        return list(Turn.objects.filter(deletion_id=deletion.pk).order_by("replaces", "pk"))
+        return list(Turn.objects.filter(owner_id=deletion.owner_id, deletion_id=deletion.pk).order_by("replaces", "pk"))
     return [Turn(owner_id=deletion.owner_id, deletion_id=deletion.pk, **row) for row in rows]
 
 
@@ -196,7 +204,13 @@ def regeneration_progress(*, deletion: DeletionRequest) -> Progress | None:
 def _context_violations(*, owner_id: int, reply_ids: list[int]) -> list[list[int]]:
     """[reply, source] for each live rewritten reply with a context message that is not live."""
     rows = (
-        ContextEdge.objects.filter(owner_id=owner_id, target_id__in=reply_ids, target__status__in=Message.LIVE)
+        ContextEdge.objects.filter(
+            owner_id=owner_id,
+            target_id__in=reply_ids,
+            target__owner_id=owner_id,
+            target__status__in=Message.LIVE,
+            source__owner_id=owner_id,
+        )
         .exclude(source__status__in=Message.LIVE)
         .order_by("target_id", "source_id")
         .values_list("target_id", "source_id")
@@ -204,21 +218,20 @@ def _context_violations(*, owner_id: int, reply_ids: list[int]) -> list[list[int
     return [list(row) for row in rows]
 
 
-def regeneration_verify(*, deletion_id: int) -> DeletionRequest:
+def regeneration_verify(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     """Add the `regeneration` check to a deletion's receipt once no regeneration is left to run.
 
     Under the owner's lock: I1 for the owner again (rewritten replies brought
     new edges), and every rewritten reply's context holds only live messages.
     Failed regenerations are listed (they can be resumed), not a failed check.
     """
-    owner_id = DeletionRequest.objects.values_list("owner_id", flat=True).get(pk=deletion_id)
     with transaction.atomic():
         owner_lock(owner_id)
-        deletion = DeletionRequest.objects.select_for_update().get(pk=deletion_id)
+        deletion = DeletionRequest.objects.select_for_update().get(owner_id=owner_id, pk=deletion_id)
         if deletion.receipt is None or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
             return deletion
         turns = list(
-            Turn.objects.filter(deletion_id=deletion.pk)
+            Turn.objects.filter(owner_id=owner_id, deletion_id=deletion.pk)
             .order_by("replaces")
             .values_list("status", "reply_id", "replaces")
         )
@@ -264,10 +277,16 @@ class UndoPlan:
 def undo_plan(*, deletion: DeletionRequest) -> UndoPlan:
     """The rewrites a deletion made (regenerated replies, redacted replacements) and their live Dep."""
     rewrites = set(
-        Turn.objects.filter(deletion_id=deletion.pk, reply__isnull=False).values_list("reply_id", flat=True)
+        Turn.objects.filter(owner_id=deletion.owner_id, deletion_id=deletion.pk, reply__isnull=False).values_list(
+            "reply_id", flat=True
+        )
     ) | {int(new) for new in deletion.redacted.values()}
     members = dep_ids(owner_id=deletion.owner_id, roots=sorted(rewrites))
-    live = set(Message.objects.filter(pk__in=members, status__in=Message.LIVE).values_list("pk", flat=True))
+    live = set(
+        Message.objects.filter(owner_id=deletion.owner_id, pk__in=members, status__in=Message.LIVE).values_list(
+            "pk", flat=True
+        )
+    )
     paths = explanation_paths(owner_id=deletion.owner_id, roots=sorted(rewrites))
     return UndoPlan(
         restores=sorted(deletion.deleted_ids),

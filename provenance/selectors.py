@@ -159,9 +159,10 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
     sql = f"""
         SELECT t.owner_id, t.id, s.id
         FROM {_MESSAGES} s
-        LEFT JOIN {_DELETIONS} d ON d.id = s.deleted_by_id
-        JOIN {_EDGES} e ON e.source_id = s.id
-        JOIN {_MESSAGES} t ON t.id = e.target_id
+        LEFT JOIN {_DELETIONS} d ON d.owner_id = s.owner_id AND d.id = s.deleted_by_id
+          AND (%(owner)s::bigint IS NULL OR d.owner_id = %(owner)s)
+        JOIN {_EDGES} e ON e.owner_id = s.owner_id AND e.source_id = s.id
+        JOIN {_MESSAGES} t ON t.owner_id = e.owner_id AND t.id = e.target_id
         WHERE s.status = ANY(%(removed)s) AND t.status = ANY(%(live)s)
           AND (d.id IS NULL OR d.depth IS NULL)
           AND (%(owner)s::bigint IS NULL OR s.owner_id = %(owner)s)
@@ -196,22 +197,26 @@ def cross_owner_edges() -> list[tuple[int, int, int]]:
 
 
 def deletion_list(*, owner: User) -> QuerySet[DeletionRequest]:
-    return with_regeneration_turns(DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id"))
+    return with_regeneration_turns(
+        DeletionRequest.objects.filter(owner=owner).order_by("-created_at", "-id"), owner_id=owner.pk
+    )
 
 
 # The fields of a regeneration turn that its deletion's progress shows.
 REGENERATION_TURN_FIELDS = ("id", "replaces", "user_message_id", "status", "reply_id", "error")
 
 
-def with_regeneration_turns(deletions: QuerySet[DeletionRequest]) -> QuerySet[DeletionRequest]:
+def with_regeneration_turns(deletions: QuerySet[DeletionRequest], *, owner_id: int) -> QuerySet[DeletionRequest]:
     """Each deletion annotated with `regeneration_turns`: its turns' fields as dicts, oldest reply first.
 
     Turns point at their deletion by a plain id (`Turn.deletion_id`: chat never
     depends on provenance), so there is no relation to prefetch; one array
     subquery in the same SELECT reads them for every listed deletion (no N+1).
+    The deletions are `owner_id`'s: the subquery names the owner as a constant,
+    so it reads the owner's partition of the turns only.
     """
     turns = (
-        Turn.objects.filter(deletion_id=OuterRef("pk"))
+        Turn.objects.filter(owner_id=owner_id, deletion_id=OuterRef("pk"))
         .order_by("replaces", "pk")
         .values(row=JSONObject(**{name: name for name in REGENERATION_TURN_FIELDS}))
     )
@@ -224,7 +229,9 @@ def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:
     imported: set[int] = set()
     if wanted:
         imported = set(
-            Message.objects.filter(pk__in=wanted, role=Message.Role.ASSISTANT)
+            Message.objects.filter(
+                owner_id__in={d.owner_id for d in deletions}, pk__in=wanted, role=Message.Role.ASSISTANT
+            )
             .exclude(imported_from="")
             .values_list("pk", flat=True)
         )
@@ -237,16 +244,22 @@ def imported_dependents_attach(deletions: list[DeletionRequest]) -> None:
 TOOL_CALL, TOOL_RESULT, TOOL_ANSWER = "call", "result", "answer"
 
 
-def tool_step_kinds(ids: set[int]) -> dict[int, str]:
-    """{id: "call" | "result" | "answer"} for the tool steps among `ids` (two queries)."""
+def tool_step_kinds(ids: set[int], *, owner_ids: set[int]) -> dict[int, str]:
+    """{id: "call" | "result" | "answer"} for the tool steps among `ids`, messages of `owner_ids` (two queries)."""
     if not ids:
         return {}
     kinds: dict[int, str] = {}
-    rows = Message.objects.filter(pk__in=ids).filter(Q(role=Message.Role.TOOL) | Q(tool_calls__isnull=False))
+    rows = Message.objects.filter(owner_id__in=owner_ids, pk__in=ids).filter(
+        Q(role=Message.Role.TOOL) | Q(tool_calls__isnull=False)
+    )
     for pk, role in rows.values_list("pk", "role"):
         kinds[pk] = TOOL_RESULT if role == Message.Role.TOOL else TOOL_CALL
     answers = ContextEdge.objects.filter(
-        target_id__in=ids - set(kinds), signal=ContextEdge.Signal.TOOL, source__role=Message.Role.TOOL
+        owner_id__in=owner_ids,
+        target_id__in=ids - set(kinds),
+        signal=ContextEdge.Signal.TOOL,
+        source__owner_id__in=owner_ids,
+        source__role=Message.Role.TOOL,
     )
     for pk in answers.values_list("target_id", flat=True).distinct():
         kinds[pk] = TOOL_ANSWER
@@ -255,7 +268,9 @@ def tool_step_kinds(ids: set[int]) -> dict[int, str]:
 
 def tool_steps_attach(deletions: list[DeletionRequest]) -> None:
     """Set `tool_steps` ([{"id", "kind"}] of the matched and dependent tool steps, in id order) on each deletion."""
-    kinds = tool_step_kinds({pk for d in deletions for pk in [*d.matched_ids, *d.dependent_ids]})
+    kinds = tool_step_kinds(
+        {pk for d in deletions for pk in [*d.matched_ids, *d.dependent_ids]}, owner_ids={d.owner_id for d in deletions}
+    )
     for deletion in deletions:
         wanted = sorted({*deletion.matched_ids, *deletion.dependent_ids} & set(kinds))
         deletion.tool_steps = [{"id": pk, "kind": kinds[pk]} for pk in wanted]

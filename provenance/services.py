@@ -273,7 +273,7 @@ def _redaction_proposals(
         else:
             unscanned.append(pk)
     matcher = Matcher(exact=exact, semantic=semantic)
-    contents = dict(Message.objects.filter(pk__in=scanned).values_list("pk", "content"))
+    contents = dict(Message.objects.filter(owner=owner, pk__in=scanned).values_list("pk", "content"))
     by_rules = [(pk, text) for pk in scanned if (text := matcher.redact(contents[pk])) is not None]
     texts = dict(by_rules)
     if by_rules and redaction_uses_model():
@@ -341,7 +341,9 @@ def _apply(
     reindexed = set(index_dependents(owner_id=deletion.owner_id, ids=members)) - members
     originals = {
         message.pk: message
-        for message in Message.objects.filter(pk__in=list(replacements or {}), status__in=Message.LIVE)
+        for message in Message.objects.filter(
+            owner_id=deletion.owner_id, pk__in=list(replacements or {}), status__in=Message.LIVE
+        )
     }
     removed = messages_remove(owner_id=deletion.owner_id, ids=members, deletion_id=deletion.pk, purge=purge)
     now = timezone.now()
@@ -544,7 +546,7 @@ def _regeneration_start(deletion: DeletionRequest) -> None:
     # commit and this call leaves pending turns, which `deletion_resume` (or
     # `provenance.regenerations_sweep`) picks up.
     if deletion.regenerate_ids:
-        regeneration_run_task.delay(deletion_id=deletion.pk)
+        regeneration_run_task.delay(deletion_id=deletion.pk, owner_id=deletion.owner_id)
 
 
 def _after_commit(deletion: DeletionRequest) -> None:
@@ -610,18 +612,20 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         if deletion.status == Status.CANCELLED:
             return deletion
         running = Turn.objects.filter(
-            deletion_id=deletion.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]
+            owner_id=owner_id, deletion_id=deletion.pk, status__in=[Turn.Status.PENDING, Turn.Status.RUNNING]
         ).exists()
         if deletion.status in (Status.EXECUTED, Status.VERIFICATION_FAILED) and (
             running or deletion.regeneration_cancelled_at is not None
         ):
             if deletion.regeneration_cancelled_at is None:
-                closed = regeneration_turns_close(deletion_id=deletion.pk, error="Regeneration cancelled.")
+                closed = regeneration_turns_close(
+                    owner_id=deletion.owner_id, deletion_id=deletion.pk, error="Regeneration cancelled."
+                )
                 deletion.regeneration_cancelled_at = timezone.now()
                 deletion.outcome += f"; regeneration cancelled ({closed} not rewritten)"
                 deletion.save(update_fields=["regeneration_cancelled_at", "outcome"])
                 # The receipt's regeneration check, now: no rewrite is left to run.
-                transaction.on_commit(lambda: regeneration_verify(deletion_id=deletion_id))
+                transaction.on_commit(lambda: regeneration_verify(deletion_id=deletion_id, owner_id=owner_id))
             return deletion
         if deletion.status not in (Status.PREVIEWED, Status.SCHEDULED):
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")
@@ -649,7 +653,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         removed = set(deletion.deleted_ids)
         still = set(
             Message.objects.filter(
-                pk__in=removed, deleted_by_id=deletion.pk, status=Message.Status.DELETED
+                owner_id=owner_id, pk__in=removed, deleted_by_id=deletion.pk, status=Message.Status.DELETED
             ).values_list("pk", flat=True)
         )
         if still != removed:
@@ -660,7 +664,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         # everything since derived from them), then the originals come back,
         # which the writer refuses if one derives from a message removed by
         # another deletion (I1); the transaction then leaves everything as it was.
-        regeneration_turns_close(deletion_id=deletion.pk, error="The deletion was undone.")
+        regeneration_turns_close(owner_id=deletion.owner_id, deletion_id=deletion.pk, error="The deletion was undone.")
         rewrites = undo_plan(deletion=deletion).removes
         reindexed = set(index_dependents(owner_id=owner_id, ids=rewrites))
         messages_remove(owner_id=owner_id, ids=rewrites, deletion_id=deletion.pk, purge=False)
@@ -696,7 +700,11 @@ def deletion_resume(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED) or not deletion.regenerate_ids:
             raise Conflict("Only an executed deletion that rewrites replies can be resumed.")
         retried = Turn.objects.filter(
-            deletion_id=deletion.pk, status=Turn.Status.FAILED, user_message__status__in=Message.LIVE
+            owner_id=owner_id,
+            deletion_id=deletion.pk,
+            status=Turn.Status.FAILED,
+            user_message__owner_id=owner_id,
+            user_message__status__in=Message.LIVE,
         ).update(status=Turn.Status.PENDING, error="", updated_at=timezone.now())
         deletion.regeneration_cancelled_at = None
         deletion.regeneration_finished_at = None

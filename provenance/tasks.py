@@ -78,7 +78,7 @@ def erasure_scrub_task() -> None:
 @shared_task(
     name="provenance.regeneration_run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
 )
-def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
+def regeneration_run_task(self: Task, *, deletion_id: int, owner_id: int) -> None:
     """Rewrite a deletion's removed replies one at a time, oldest first, as ordinary turns.
 
     Each runs through `chat.services.turn_run` (same commit path and SSE
@@ -92,10 +92,11 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
     from dellm_site.errors import UpstreamFailed
     from provenance.regeneration import regeneration_next
 
-    while (turn_id := regeneration_next(deletion_id=deletion_id)) is not None:
+    while (turn_id := regeneration_next(deletion_id=deletion_id, owner_id=owner_id)) is not None:
         try:
             turn_run(
                 turn_id=turn_id,
+                owner_id=owner_id,
                 on_token=functools.partial(_publish_token, turn_id),
                 on_rebuild=functools.partial(turn_publish, turn_id, "reset", {}),
                 on_running=functools.partial(turn_publish, turn_id, "status", {"status": "running"}),
@@ -111,10 +112,14 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
                 )
                 turn_publish(turn_id, "reset", {})
                 raise self.retry(countdown=settings.DELLM_RETRY_BACKOFF * 2**retries) from None
-            turn_fail(turn_id=turn_id, error=exc.message)
+            turn_fail(turn_id=turn_id, owner_id=owner_id, error=exc.message)
         except Exception:
             logger.exception("regeneration turn %s failed unexpectedly", turn_id)
-            turn_fail(turn_id=turn_id, error="Something went wrong while rewriting the reply; resume to retry.")
+            turn_fail(
+                turn_id=turn_id,
+                owner_id=owner_id,
+                error="Something went wrong while rewriting the reply; resume to retry.",
+            )
         finally:
             turn_publish(turn_id, "changed", {})
 
@@ -123,6 +128,7 @@ def regeneration_run_task(self: Task, *, deletion_id: int) -> None:
 def regenerations_sweep_task() -> None:
     """Beat: regenerations whose task was lost are run again (provenance.regeneration.regenerations_stalled_sweep)."""
     from chat.streams import turn_publish
+    from provenance.models import DeletionRequest
     from provenance.regeneration import regenerations_stalled_sweep
 
     swept = regenerations_stalled_sweep()
@@ -132,8 +138,10 @@ def regenerations_sweep_task() -> None:
         )
     for turn_id in swept["failed"]:
         turn_publish(turn_id, "changed", {})
+    # A sweep over every owner: the one read here that is not by owner (docs/ARCHITECTURE.md, "Partitioned by owner").
+    owners = dict(DeletionRequest.objects.filter(pk__in=swept["resumed"]).values_list("pk", "owner_id"))
     for deletion_id in swept["resumed"]:
-        regeneration_run_task.delay(deletion_id=deletion_id)
+        regeneration_run_task.delay(deletion_id=deletion_id, owner_id=owners[deletion_id])
 
 
 def _publish_token(turn_id: int, token: str) -> None:

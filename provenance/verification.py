@@ -142,7 +142,9 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     chosen = order[: settings.DELLM_FORGET_PROBES]
     rows: dict[int, Any] = {
         pk: (vector, model)
-        for pk, vector, model in Message.objects.filter(pk__in=chosen).values_list("pk", "embedding", "embedding_model")
+        for pk, vector, model in Message.objects.filter(owner_id=owner_id, pk__in=chosen).values_list(
+            "pk", "embedding", "embedding_model"
+        )
     }
     vectors = [vector_literal(rows[pk][0]) for pk in chosen]
     models = [rows[pk][1] for pk in chosen]
@@ -150,7 +152,9 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     # The same messages' words, weighed once, now: after a purge their own
     # rows no longer count in the document frequencies, and a shifted weight
     # must not pass for a new match.
-    texts = dict(Message.objects.filter(pk__in=chosen).exclude(content="").values_list("pk", "content"))
+    texts = dict(
+        Message.objects.filter(owner_id=owner_id, pk__in=chosen).exclude(content="").values_list("pk", "content")
+    )
     terms = [query_terms(owner_id=owner_id, text=texts[pk]) for pk in chosen if pk in texts]
     horizon = Message.objects.filter(owner_id=owner_id).aggregate(top=Max("pk"))["top"] or 0
     return ForgetProbe(
@@ -256,15 +260,19 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
     still fails the test.
     """
     candidates = ids - before
+    owner_id = deletion.owner_id
+    typed = set(
+        Turn.objects.filter(owner_id=owner_id, user_message_id__in=candidates).values_list("user_message_id", flat=True)
+    )
     # A recomputed index (`probe.reindexed`) holds live words only: its own message's and its live previous turn's.
-    typed = set(Turn.objects.filter(user_message_id__in=candidates).values_list("user_message_id", flat=True))
     typed |= candidates & probe.reindexed
     later = {pk for pk in candidates if pk > probe.horizon}
     if not later:
         return typed
     replacements = {int(new) for new in deletion.redacted.values()}
-    with_live_context = set(ContextEdge.objects.filter(target_id__in=later).values_list("target_id", flat=True)) - set(
-        ContextEdge.objects.filter(target_id__in=later)
+    edges = ContextEdge.objects.filter(owner_id=owner_id, target_id__in=later)
+    with_live_context = set(edges.values_list("target_id", flat=True)) - set(
+        edges.filter(source__owner_id=owner_id)
         .exclude(source__status__in=LIVE_STATUSES)
         .values_list("target_id", flat=True)
     )
@@ -296,7 +304,8 @@ def _forget_not_run() -> dict:
 def _checks(*, deletion: DeletionRequest, probe: ForgetProbe | None) -> dict:
     deleted = set(deletion.deleted_ids)
     gone = sorted(set(deletion.matched_ids) | deleted)
-    still_live = sorted(Message.objects.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
+    messages = Message.objects.filter(owner_id=deletion.owner_id)
+    still_live = sorted(messages.filter(pk__in=gone, status__in=LIVE_STATUSES).values_list("pk", flat=True))
     violations = [[message, parent] for _, message, parent in taint_violations(owner_id=deletion.owner_id)]
     stale_indexes = index_stale(owner_id=deletion.owner_id, removed=deleted)
     checks = {
@@ -311,7 +320,7 @@ def _checks(*, deletion: DeletionRequest, probe: ForgetProbe | None) -> dict:
         },
     }
     if deletion.mode != DeletionRequest.Mode.SOFT:
-        rows = Message.objects.filter(pk__in=deleted)
+        rows = messages.filter(pk__in=deleted)
         with_content = sorted(rows.exclude(content="").values_list("pk", flat=True))
         with_embedding = sorted(rows.filter(embedding__isnull=False).values_list("pk", flat=True))
         checks["purge"] = {

@@ -220,23 +220,30 @@ PAGE = 8192
 
 
 def relation_files(relations: list[str]) -> dict[str, bytes]:
-    """{relation: every byte of its main fork} after a CHECKPOINT, a table's TOAST table listed as `<table>:toast`."""
+    """{relation: every byte of its main fork} after a CHECKPOINT, a table's TOAST table listed as `<table>:toast`.
+
+    A partitioned table or index has no file of its own: its partitions' files (and their TOAST), one after
+    the other, are listed under its name.
+    """
     with connection.cursor() as cursor:
         cursor.execute("CHECKPOINT")
         cursor.execute(
-            "SELECT c.relname, current_setting('data_directory'), pg_relation_filepath(c.oid), "
-            "pg_relation_filepath(NULLIF(c.reltoastrelid, 0)) FROM pg_class c WHERE c.relname = ANY(%s)",
-            [relations],
+            "SELECT COALESCE(p.relname, c.relname), current_setting('data_directory'), pg_relation_filepath(c.oid), "
+            "pg_relation_filepath(NULLIF(c.reltoastrelid, 0)) FROM pg_class c "
+            "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+            "LEFT JOIN pg_class p ON p.oid = i.inhparent AND p.relkind IN ('p', 'I') "
+            "WHERE c.relname = ANY(%(names)s) OR p.relname = ANY(%(names)s) ORDER BY c.relname",
+            {"names": relations},
         )
         rows = cursor.fetchall()
-    found = {}
+    found: dict[str, bytes] = {}
     for name, root, main, toast in rows:
         for key, relative in ((name, main), (f"{name}:toast", toast)):
             if relative is not None:
                 path = Path(root) / relative
                 # A relation past 1 GB continues in segments .1, .2, ...
                 segments = [path, *sorted(path.parent.glob(f"{path.name}.*"))]
-                found[key] = b"".join(segment.read_bytes() for segment in segments)
+                found[key] = found.get(key, b"") + b"".join(segment.read_bytes() for segment in segments)
     return found
 
 

@@ -9,3 +9,7 @@ import os
 os.environ["DELLM_LAB"] = "1"
 
 from dellm_site.settings import *  # noqa: F403
+
+# Two partitions, not 16: the same pruning and keys (tests/chat/test_partition_pruning.py), with an eighth
+# of the relations to create and truncate between tests.
+DELLM_PARTITIONS = 2

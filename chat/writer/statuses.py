@@ -100,7 +100,7 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
     with transaction.atomic():
         owner_lock(owner_id)
         blocking = (
-            Message.objects.filter(owner_id=owner_id, out_edges__target_id__in=wanted)
+            Message.objects.filter(owner_id=owner_id, out_edges__owner_id=owner_id, out_edges__target_id__in=wanted)
             .exclude(pk__in=wanted)
             .exclude(status__in=Message.LIVE)
             .values_list("pk", flat=True)

@@ -282,7 +282,7 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
             lambda p=probe: context_retrieve(message=p, policy="relevant", k=5, threshold=0.2, window=10)
         )
         llm_ms, _ = timed(lambda c=context, t=text: responder.complete(context=c, user_message=t))
-        run_ms, done = timed(lambda t=turn: turn_run(turn_id=t.pk))
+        run_ms, done = timed(lambda t=turn: turn_run(turn_id=t.pk, owner_id=t.owner_id))
         if done is None or done.status != "done":
             failed += 1
         store.append(store_ms)

@@ -233,12 +233,25 @@ def _reserve_ids(cursor, table: str, count: int) -> int:
     return cursor.fetchone()[0] - count + 1
 
 
+# The same statistics target on each partition's index of a rebuilt partitioned index.
+_CHILD_TARGETS = """
+DO $$
+DECLARE child regclass;
+BEGIN
+    FOR child IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = '{index}'::regclass LOOP
+        EXECUTE format('ALTER INDEX %s ALTER COLUMN {number} SET STATISTICS {target}', child);
+    END LOOP;
+END
+$$
+"""
+
+
 def _drop_indexes(cursor) -> tuple[list[str], list[str]]:
     """Drop secondary indexes and FK/unique constraints of TABLES; return the DDL that recreates them."""
     cursor.execute(
         """
         SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), contype
-        FROM pg_constraint WHERE conrelid = ANY(%s::regclass[]) AND contype IN ('f', 'u')
+        FROM pg_constraint WHERE conrelid = ANY(%s::regclass[]) AND contype IN ('f', 'u') AND conparentid = 0
         ORDER BY contype DESC, conname
         """,
         [list(TABLES)],
@@ -266,10 +279,10 @@ def _drop_indexes(cursor) -> tuple[list[str], list[str]]:
         """,
         [list(TABLES)],
     )
-    targets = [
-        f"ALTER INDEX {name} ALTER COLUMN {number} SET STATISTICS {target}"
-        for name, number, target in cursor.fetchall()
-    ]
+    stats = cursor.fetchall()
+    # On a table partitioned by owner, the parent index's target does not reach its partitions' indexes.
+    targets = [f"ALTER INDEX {name} ALTER COLUMN {number} SET STATISTICS {target}" for name, number, target in stats]
+    targets += [_CHILD_TARGETS.format(index=name, number=number, target=target) for name, number, target in stats]
     for table, name, _, _ in constraints:
         cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
     for name, _ in indexes:

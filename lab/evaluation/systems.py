@@ -92,7 +92,7 @@ class EvalOwner:
     def say(self, text: str) -> tuple[int, str]:
         """One chat turn; returns the stored user message's id and the reply."""
         turn = turn_create(thread=self.thread, content=text, policy=self.system.policy, enqueue=False)
-        turn = turn_run(turn_id=turn.pk)
+        turn = turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
         if turn.reply is None:
             raise RuntimeError(f"Evaluation turn {turn.pk} ended {turn.status}: {turn.error}")
         return turn.user_message_id, turn.reply.content

@@ -105,6 +105,7 @@ def compact(*, owner_ids: Iterable[int]) -> list[str]:
 def _interrupted_rebuilds(cursor: CursorWrapper) -> list[str]:
     # On the tables of the registry and on their partitions (where a partition's index is rebuilt).
     cursor.execute(
+        # On a table partitioned by owner the copies are the partitions' (REINDEX rebuilds each partition's index).
         "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
         "JOIN pg_class t ON t.oid = x.indrelid WHERE NOT x.indisvalid AND i.relname ~ '_cc(new|old)[0-9]*$' "
         "AND (t.relname = ANY(%(tables)s) OR EXISTS (SELECT FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent "

@@ -502,7 +502,7 @@ def test_a_system_prompt_is_stored_and_the_task_payload_holds_the_turn_id_only(v
     prompt = Message.objects.get(owner=owner, role="system")
     # The system and developer messages, in order, are one stored node with an edge to the reply.
     assert (dellm["system_message_id"], prompt.content) == (prompt.pk, "Call me Captain.\n\nNever use emoji.")
-    assert sent == [((), {"turn_id": dellm["turn_id"]})]
+    assert sent == [((), {"turn_id": dellm["turn_id"], "owner_id": owner.pk})]
     assert ContextEdge.objects.filter(source=prompt, target_id=dellm["reply_id"], signal="system").exists()
     # The same prompt in the same conversation: the same node; it holds no position in the transcript.
     again = post(
@@ -524,7 +524,10 @@ def test_a_system_prompt_is_stored_and_the_task_payload_holds_the_turn_id_only(v
         0,
         0,
     )
-    assert [kwargs for _, kwargs in sent] == [{"turn_id": dellm["turn_id"]}, {"turn_id": again["turn_id"]}]
+    assert [kwargs for _, kwargs in sent] == [
+        {"turn_id": dellm["turn_id"], "owner_id": owner.pk},
+        {"turn_id": again["turn_id"], "owner_id": owner.pk},
+    ]
     assert list(Message.objects.filter(owner=owner).values_list("role", flat=True)) == [
         "system",
         "user",

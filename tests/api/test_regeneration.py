@@ -14,7 +14,7 @@ def _rewritten(deletion: dict) -> dict | None:
 
 def say(thread, text: str):
     turn = chat.turn_create(thread=thread, content=text, enqueue=False)
-    return chat.turn_run(turn_id=turn.pk)
+    return chat.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -179,7 +179,7 @@ def test_a_stored_system_prompt_is_shown_as_one(open_page, transactional_db):
     owner = make_user("erin")
     thread = services.thread_create(owner=owner, title="Via the API")
     turn = services.turn_create(thread=thread, content="I live in Paris.", enqueue=False, system="Answer in French.")
-    reply = services.turn_run(turn_id=turn.pk).reply
+    reply = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id).reply
     page = open_page()
     sign_in(page, "erin")
     prompt = page.locator(f"#m-{turn.system_message_id}")

@@ -48,6 +48,20 @@ def test_partition_index_is_the_owners_partitions_child_of_the_index(hashed_tabl
 
 
 def test_a_table_that_is_not_partitioned_is_its_own_answer(db):
-    assert not is_partitioned("chat_message")
-    assert partition_of(table="chat_message", owner_id=1) == "chat_message"
-    assert partition_index(table="chat_message", index="message_search_gin", owner_id=1) == "message_search_gin"
+    assert not is_partitioned("chat_thread")
+    assert partition_of(table="chat_thread", owner_id=1) == "chat_thread"
+    assert partition_index(table="chat_thread", index="thread_owner_recent", owner_id=1) == "thread_owner_recent"
+
+
+def test_the_per_owner_tables_are_hash_partitioned_by_owner(db, owner, settings):
+    tables = ("chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.partrelid::regclass::text, p.partstrat, a.attname FROM pg_partitioned_table p "
+            "JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0] ORDER BY 1"
+        )
+        assert cursor.fetchall() == [(table, "h", "owner_id") for table in sorted(tables)]
+    for table in tables:
+        assert partition_of(table=table, owner_id=owner.pk).startswith(f"{table}_p")
+    child = partition_index(table="chat_message", index="message_search_gin", owner_id=owner.pk)
+    assert child.startswith(partition_of(table="chat_message", owner_id=owner.pk))

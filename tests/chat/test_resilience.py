@@ -56,7 +56,7 @@ def test_turn_task_is_retried_after_a_transient_database_error(db, thread, monke
         return real(**kwargs)
 
     monkeypatch.setattr(services, "turn_run", flaky)
-    tasks.turn_run_task.delay(turn_id=turn.pk)
+    tasks.turn_run_task.delay(turn_id=turn.pk, owner_id=turn.owner_id)
 
     turn.refresh_from_db()
     assert calls == [turn.pk, turn.pk]
@@ -65,11 +65,13 @@ def test_turn_task_is_retried_after_a_transient_database_error(db, thread, monke
 
 def test_a_reply_commits_once_when_two_runs_race(db, thread):
     turn = services.turn_create(thread=thread, content="Two workers got me.", enqueue=False)
-    first = services.turn_run(turn_id=turn.pk)
+    first = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     # A second run of the same turn (redelivered, or re-run by the sweep) that started before the first committed.
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
     services.turn_run(
-        turn_id=turn.pk, on_running=lambda: Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE)
+        turn_id=turn.pk,
+        owner_id=turn.owner_id,
+        on_running=lambda: Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE),
     )
 
     assert thread.messages.filter(role="assistant").count() == 1

@@ -10,7 +10,7 @@ from tests.factories import make_message, make_thread
 
 def chat(thread, text: str) -> Turn:
     turn = services.turn_create(thread=thread, content=text, enqueue=False)
-    return services.turn_run(turn_id=turn.pk)
+    return services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
 
 def live_texts(owner) -> list[str]:
@@ -127,7 +127,7 @@ def test_turn_fails_cleanly_when_its_own_message_is_deleted(owner, thread):
     turn = services.turn_create(thread=thread, content="I live in Oslo.", enqueue=False)
     preview = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[turn.user_message_id])
     deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
-    turn = services.turn_run(turn_id=turn.pk)
+    turn = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     assert (turn.status, turn.reply, turn.error) == (
         Turn.Status.FAILED,
         None,
@@ -228,14 +228,15 @@ def test_the_model_gets_the_stored_prompt_and_the_reply_an_edge_from_it(owner, t
     responder = RecordingResponder()
     monkeypatch.setattr(services, "get_responder", lambda: responder)
     turn = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
-    done = services.turn_run(turn_id=turn.pk)
+    done = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     assert done.status == Turn.Status.DONE
     assert responder.systems == ["Be brief."]
     edges = done.reply.in_edges.order_by("rank").values_list("source_id", "rank", "score", "signal")
     assert list(edges) == [(turn.user_message_id, 0, 1.0, ""), (turn.system_message_id, 1, 0.0, "system")]
     assert dep_ids(owner_id=owner.pk, roots=[turn.system_message_id]) == {turn.system_message_id, done.reply.pk}
     # A turn without a prompt calls the model exactly as before.
-    services.turn_run(turn_id=services.turn_create(thread=thread, content="Bye.", enqueue=False).pk)
+    bye = services.turn_create(thread=thread, content="Bye.", enqueue=False)
+    services.turn_run(turn_id=bye.pk, owner_id=bye.owner_id)
     assert responder.systems == ["Be brief.", ""]
 
 
@@ -244,7 +245,7 @@ def test_a_turn_whose_system_prompt_was_removed_fails_without_a_reply(owner, thr
     monkeypatch.setattr(services, "get_responder", lambda: responder)
     turn = services.turn_create(thread=thread, content="Hello there.", enqueue=False, system="Be brief.")
     Message.objects.filter(pk=turn.system_message_id).update(status=Message.Status.PURGED, content="")
-    failed = services.turn_run(turn_id=turn.pk)
+    failed = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     assert (failed.status, failed.error) == (
         Turn.Status.FAILED,
         "The system prompt was deleted before the reply was ready.",
@@ -258,7 +259,7 @@ def test_a_system_prompt_removed_during_generation_discards_the_reply(owner, thr
     remove = lambda: Message.objects.filter(pk=turn.system_message_id).update(status=Message.Status.DELETED)  # noqa: E731
     responder = RecordingResponder(during=remove)
     monkeypatch.setattr(services, "get_responder", lambda: responder)
-    failed = services.turn_run(turn_id=turn.pk)
+    failed = services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     # Checked under the owner's lock at commit, like every context message: the reply is discarded,
     # and the rebuild finds the prompt gone.
     assert responder.systems == ["Be brief."]

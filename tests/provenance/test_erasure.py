@@ -7,6 +7,7 @@ import pytest
 from django.apps import apps
 from django.db import IntegrityError, connection
 
+from chat.partitions import partition_of
 from chat.vector_indexes import INDEX_PREFIX, index_name, owner_vector_index_sync, vector_indexes
 from provenance import erasure, services
 from provenance.erasure.registry import (
@@ -69,7 +70,8 @@ def _tables_with_text_types() -> set[str]:
             "SELECT DISTINCT CASE n.nspname WHEN 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END "
             "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
             "JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
-            "WHERE c.relkind IN ('r', 'p', 'm') AND a.attnum > 0 AND NOT a.attisdropped "
+            # A partition is decided by its table (chat_message_p3 holds what chat_message does).
+            "WHERE c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped "
             "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%' "
             "AND COALESCE(e.typname, t.typname) = ANY(%s)",
             [TEXT_TYPES],
@@ -106,13 +108,17 @@ def test_registry_check_finds_a_planted_table(db):
 
 
 def _indexes_now() -> set[str]:
-    return {
-        name
-        for _, name in _catalog(
-            "SELECT t.relname, i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
-            "JOIN pg_class i ON i.oid = x.indexrelid WHERE t.relname = ANY(%s)"
+    """The indexes of the tables and, on a table partitioned by owner, the partitions' own (a per-owner index)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
+            "WHERE (t.relname = ANY(%(tables)s) "
+            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
+            {"tables": list(TABLES)},
         )
-    }
+        return {name for (name,) in cursor.fetchall()}
 
 
 def _registered(name: str) -> bool:
@@ -131,15 +137,35 @@ def test_registry_names_every_index(owner, thread, vector_index_cleanup):
 
 
 def _expression_indexes() -> dict[str, int]:
-    """{name: statistics target of its expression} of every expression index on the text tables."""
+    """{name: statistics target of its expression} of every expression index on the text tables.
+
+    On a table partitioned by owner: an index on the table stands for its partitions' copies (its target is
+    0 only if every copy's is), and a partition's own index (a per-owner one) is listed by its name.
+    """
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT i.relname, a.attstattarget FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "SELECT COALESCE(parent.relname, i.relname), CASE WHEN bool_and(a.attstattarget = 0) THEN 0 ELSE -1 END "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
             "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_attribute a ON a.attrelid = i.oid AND a.attnum = 1 "
-            "WHERE t.relname = ANY(%s) AND x.indexprs IS NOT NULL",
-            [list(TABLES)],
+            "LEFT JOIN pg_inherits ti ON ti.inhrelid = t.oid "
+            "LEFT JOIN pg_inherits ii ON ii.inhrelid = i.oid LEFT JOIN pg_class parent ON parent.oid = ii.inhparent "
+            "WHERE (t.relname = ANY(%(tables)s) "
+            "OR ti.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+            "AND x.indexprs IS NOT NULL GROUP BY 1",
+            {"tables": list(TABLES)},
         )
         return dict(cursor.fetchall())
+
+
+def _with_partitions(relations: list[str]) -> list[str]:
+    """The relations and, for a partitioned table or index, its partitions' (where ANALYZE writes statistics)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = ANY(%s)",
+            [relations],
+        )
+        return relations + [name for (name,) in cursor.fetchall()]
 
 
 def _column_targets() -> dict[str, int]:
@@ -185,7 +211,7 @@ def test_no_text_column_or_expression_gets_planner_statistics(owner, thread, vec
     text_indexes = [p.name for p in INDEXES if p.way in (Way.REINDEX, Way.OWNER_REINDEX)]
     assert [n for n in expressions if not any(fnmatch.fnmatchcase(n, p) for p in text_indexes)] == []
     assert expressions == dict.fromkeys(expressions, 0)
-    relations = list(TABLES) + list(expressions)
+    relations = _with_partitions(list(TABLES) + list(expressions))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     rows = _stats_rows(relations)
@@ -286,8 +312,10 @@ def test_scrub_drops_the_copy_an_interrupted_rebuild_left(owner, thread):
     make_message(thread, SECRET)
     make_message(thread, SECRET)
     # What a REINDEX CONCURRENTLY cut short leaves: an invalid index named <index>_ccnew.
+    # On a table partitioned by owner, REINDEX CONCURRENTLY rebuilds each partition's copy: the leftover is there.
+    partition = partition_of(table="chat_message", owner_id=owner.pk)
     with connection.cursor() as cursor, pytest.raises(IntegrityError):
-        cursor.execute("CREATE UNIQUE INDEX CONCURRENTLY message_search_gin_ccnew ON chat_message (content)")
+        cursor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY message_search_gin_ccnew ON {partition} (content)")
     assert "message_search_gin_ccnew" in _indexes_now()
     assert erasure.scrub(force=True)[0] == "message_search_gin"
     assert "message_search_gin_ccnew" not in _indexes_now()

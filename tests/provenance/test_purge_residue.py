@@ -12,7 +12,7 @@ KEPT = "I enjoy long walks on the beach"
 def test_purge_leaves_no_trace_in_pg_dump(owner, thread):
     for text in [SECRET, KEPT, "What is my locker code?", "Remind me of my locker code"]:
         turn = chat.turn_create(thread=thread, content=text, enqueue=False)
-        chat.turn_run(turn_id=turn.pk)
+        chat.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     dump = pg_dump()
     assert dump.count("918273") >= 3  # the secret flowed into replies: the test can see it
 

@@ -20,7 +20,7 @@ LIVE = ("active", "expiring")
 
 def chat(thread, text: str) -> Turn:
     turn = chat_services.turn_create(thread=thread, content=text, enqueue=False)
-    return chat_services.turn_run(turn_id=turn.pk)
+    return chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
 
 def preview(owner, **kwargs):
@@ -222,7 +222,7 @@ def test_cancel_stops_regeneration_and_resume_finishes_it(owner, paper_history, 
     done.refresh_from_db()
     assert done.receipt["checks"]["regeneration"]["failed"] == [m[4].pk, m[8].pk]
     assert done.regeneration_finished_at is not None
-    tasks.regeneration_run_task.run(deletion_id=done.pk)  # a late task finds nothing to do
+    tasks.regeneration_run_task.run(deletion_id=done.pk, owner_id=done.owner_id)  # a late task finds nothing to do
     assert [t.status for t in Turn.objects.filter(deletion_id=done.pk)] == ["failed", "failed"]
     again = services.deletion_cancel(deletion_id=done.pk, owner_id=owner.pk)  # harmless twice
     assert again.regeneration_cancelled_at == done.regeneration_cancelled_at
@@ -268,7 +268,7 @@ def test_a_regenerated_reply_keeps_the_live_system_prompt_it_was_written_under(o
     chat(thread, "I live in Paris.")
     fact = Message.objects.get(content="I live in Paris.")
     turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
-    turn = chat_services.turn_run(turn_id=turn.pk)
+    turn = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
     assert turn.reply.in_edges.filter(source=fact).exists()
     prompt = turn.system_message
 
@@ -282,7 +282,7 @@ def test_a_regenerated_reply_keeps_the_live_system_prompt_it_was_written_under(o
 
 def test_a_regeneration_drops_a_system_prompt_the_deletion_removed(owner, thread):
     turn = chat_services.turn_create(thread=thread, content="Where do I live?", enqueue=False, system="Be brief.")
-    turn = chat_services.turn_run(turn_id=turn.pk)
+    turn = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
 
     deletion = confirm(owner, preview(owner, ids=[turn.system_message_id]), derived="regenerate")
 
@@ -299,7 +299,10 @@ def test_regenerating_a_question_whose_reply_is_still_in_flight_has_nothing_to_w
         None,
     )
     assert (done.receipt["passed"], "regeneration" in done.receipt["checks"]) == (True, False)
-    assert chat_services.turn_run(turn_id=asked.pk).error == "Your message was deleted before the reply was ready."
+    assert (
+        chat_services.turn_run(turn_id=asked.pk, owner_id=asked.owner_id).error
+        == "Your message was deleted before the reply was ready."
+    )
 
 
 @pytest.mark.django_db(transaction=True)

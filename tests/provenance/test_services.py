@@ -3,6 +3,7 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chat.indexing import messages_index_embed
@@ -265,6 +266,16 @@ def test_dellm_check_names_offenders(owner, graph, capsys):
 def test_dellm_check_names_edges_that_cross_owners(owner, other_owner, graph, capsys):
     call_command("dellm_check")
     foreign = make_message(make_thread(other_owner))
+    with connection.cursor() as cursor:
+        # Pending deferred checks would forbid the ALTER TABLE below.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    # The database refuses such an edge: its foreign keys are (owner_id, source_id) and (owner_id, target_id).
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ContextEdge.objects.create(owner=owner, source=graph[1], target=foreign, rank=1, score=0.5)
+    with connection.cursor() as cursor:
+        for column in ("source_id", "target_id"):
+            cursor.execute(f"ALTER TABLE chat_contextedge DROP CONSTRAINT chat_contextedge_{column}_owner_fk")
+    # Without them (a schema older than chat 0015), the check still finds what they now refuse.
     into = ContextEdge.objects.create(owner=owner, source=graph[1], target=foreign, rank=1, score=0.5)
     out_of = ContextEdge.objects.create(owner=owner, source=foreign, target=graph[6], rank=1, score=0.5)
     with pytest.raises(CommandError, match="edges crossing owners: 2"):
@@ -280,7 +291,7 @@ def test_a_system_prompt_is_selected_by_its_exact_words_or_id_never_by_meaning(o
 
     text = "Dana's locker code is Kestrel-4471."
     turn = chat_services.turn_create(thread=thread, content="Hello.", enqueue=False, system=text)
-    reply = chat_services.turn_run(turn_id=turn.pk).reply
+    reply = chat_services.turn_run(turn_id=turn.pk, owner_id=turn.owner_id).reply
     prompt = turn.system_message_id
     # Never embedded, so a selection by meaning cannot reach it (its blast radius is every reply of
     # its thread, and the client sends it again anyway); typed as a request, the same.

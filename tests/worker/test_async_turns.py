@@ -64,7 +64,7 @@ def test_worker_killed_mid_commit_leaves_no_partial_turn(start_worker, owner, th
     with connection.cursor() as cursor:
         # Hold the owner's lock so the worker stops inside the reply's commit.
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", [_OWNER_LOCK_NAMESPACE, owner.pk])
-        tasks.turn_run_task.delay(turn_id=turn.pk)
+        tasks.turn_run_task.delay(turn_id=turn.pk, owner_id=turn.owner_id)
         wait_for(lambda: _waiting_on_owner_lock(), timeout=30)
         for child in worker.children():
             child.kill()

@@ -48,7 +48,11 @@ def test_task_payloads_carry_ids_only(owner, thread):
     client.delete(key)
     envelope = json.loads(raw)
     args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
-    assert (args, kwargs, envelope["headers"]["task"]) == ([], {"turn_id": turn.pk}, "chat.turn_run")
+    assert (args, kwargs, envelope["headers"]["task"]) == (
+        [],
+        {"turn_id": turn.pk, "owner_id": owner.pk},
+        "chat.turn_run",
+    )
     assert "vault" not in raw.decode()
 
 

@@ -46,7 +46,7 @@ def test_persistent_fault_fails_the_turn_clearly_and_keeps_the_message(fake_llm,
     assert turn.user_message.status == "active"
     assert len(fake_llm.requests) == 4
 
-    chat.turn_retry(turn_id=turn.pk)
+    chat.turn_retry(turn_id=turn.pk, owner_id=turn.owner_id)
     turn = wait_for(lambda: Turn.objects.filter(pk=turn.pk, status__in=["done", "failed"]).first())
     assert (turn.status, turn.error) == ("done", "")
 

@@ -22,7 +22,7 @@ def test_a_worker_of_another_instance_does_not_take_this_instances_tasks(start_w
     queue = celery_app.conf.task_default_queue
     assert queue == foreign.queue
 
-    tasks.turn_run_task.delay(turn_id=turn.pk)
+    tasks.turn_run_task.delay(turn_id=turn.pk, owner_id=turn.owner_id)
     time.sleep(2)  # the foreign worker is already waiting on its own queue key
     r = redis.Redis.from_url(settings.REDIS_URL)
     assert r.llen(f"{settings.DELLM_REDIS_PREFIX}:{queue}") == 1
