@@ -311,7 +311,7 @@ def completion_turn_start(*, owner: User, thread_id: int | None, conversation: l
             stored_ids = [m.pk for m in stored.created]
         turn = turn_create(thread=thread, content=last.text, enqueue=False, system=system)
     # Outside the lock (it is slow): the new messages' index texts (chat/indexing.py).
-    messages_index_embed(ids=stored_ids)
+    messages_index_embed(owner_id=owner.pk, ids=stored_ids)
     logger.info(
         "completion turn %s in thread %s: %s matched, %s stored, %s dropped (%s removed)",
         turn.pk,

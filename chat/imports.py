@@ -298,7 +298,7 @@ def history_import(
             progress.messages_done += count
             if on_progress is not None:
                 on_progress(progress)
-        messages_index_embed(ids=created)
+        messages_index_embed(owner_id=owner_id, ids=created)
     return progress
 
 

@@ -51,9 +51,13 @@ MEMORY_ROLES = [str(r) for r in (Message.Role.USER, Message.Role.ASSISTANT, Mess
 
 _TABLE = Message._meta.db_table
 # A live memory message with words (`q`): one that gives a context.
-_MEMORY_LIVE = "q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s) AND q.content <> '' AND q.tool_calls IS NULL"
+_MEMORY_LIVE = (
+    "q.owner_id = %(owner)s AND q.status = ANY(%(live)s) AND q.role = ANY(%(memory)s)"
+    " AND q.content <> '' AND q.tool_calls IS NULL"
+)
 
-# The context of each message of %(ids)s that is not purged. The previous
+# The context of each message of %(ids)s of the owner %(owner)s (every read
+# names the owner: the planner reads its partition alone) that is not purged. The previous
 # turn, in the order the thread shows (coalesce(place, seq), then seq), is
 # the later of two index look-ups: the messages shown at their own seq
 # (`message_thread_seq`) and the rewrites shown at another's place
@@ -88,13 +92,19 @@ LEFT JOIN LATERAL (
     ORDER BY cand.k1 DESC, cand.k2 DESC
     LIMIT 1
 ) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
-WHERE m.id = ANY(%(ids)s) AND m.status <> 'purged'
+WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s) AND m.status <> 'purged'
 """
 
 
-def index_params(ids: Iterable[int]) -> dict[str, Any]:
-    """The parameters of `INDEX_ROWS_SQL` for these message ids."""
-    return {"ids": sorted(set(ids)), "memory": MEMORY_ROLES, "live": LIVE_STATUSES, "words": INDEX_CONTEXT_WORDS}
+def index_params(*, owner_id: int, ids: Iterable[int]) -> dict[str, Any]:
+    """The parameters of `INDEX_ROWS_SQL` for these message ids of the owner."""
+    return {
+        "owner": owner_id,
+        "ids": sorted(set(ids)),
+        "memory": MEMORY_ROLES,
+        "live": LIVE_STATUSES,
+        "words": INDEX_CONTEXT_WORDS,
+    }
 
 
 @dataclass(frozen=True)
@@ -127,10 +137,10 @@ def index_vector(own: list[float] | None, turn: list[float] | None) -> list[floa
     return own if norm == 0 else (summed / norm).astype(np.float32).tolist()
 
 
-def index_rows(ids: Iterable[int]) -> list[IndexRow]:
-    """The current index inputs of the messages `ids` that are not purged, by id."""
+def index_rows(*, owner_id: int, ids: Iterable[int]) -> list[IndexRow]:
+    """The current index inputs of the owner's messages `ids` that are not purged, by id."""
     with connection.cursor() as cursor:
-        cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(ids))
+        cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(owner_id=owner_id, ids=ids))
         return [
             IndexRow(
                 id=pk, content=content, context=context, turn=turn, sources=list(sources), stored_sources=list(stored)
@@ -152,7 +162,7 @@ def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
     )
 
 
-# The live memory message that follows each of %(ids)s in its thread: whose
+# The live memory message that follows each of %(ids)s (the owner's) in its thread: whose
 # previous turn it now is (after a restore, or a rewrite put in its place).
 _FOLLOWERS_SQL = f"""
 SELECT DISTINCT n.id
@@ -171,17 +181,19 @@ JOIN LATERAL (
     ORDER BY cand.k1, cand.k2
     LIMIT 1
 ) n ON true
-WHERE m.id = ANY(%(ids)s)
+WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s)
 """
 
 
-def index_followers(ids: Iterable[int]) -> list[int]:
-    """The live memory messages right after each of `ids` in its thread."""
+def index_followers(*, owner_id: int, ids: Iterable[int]) -> list[int]:
+    """The owner's live memory messages right after each of its messages `ids` in its thread."""
     wanted = sorted(set(ids))
     if not wanted:
         return []
     with connection.cursor() as cursor:
-        cursor.execute(_FOLLOWERS_SQL, {"ids": wanted, "live": LIVE_STATUSES, "memory": MEMORY_ROLES})
+        cursor.execute(
+            _FOLLOWERS_SQL, {"owner": owner_id, "ids": wanted, "live": LIVE_STATUSES, "memory": MEMORY_ROLES}
+        )
         return sorted(row[0] for row in cursor.fetchall())
 
 

@@ -23,9 +23,14 @@ EMBED_BATCH = 256
 
 
 def messages_index_embed(
-    *, ids: Iterable[int], missing_only: bool = True, embedder: Embedder | None = None, model: str | None = None
+    *,
+    owner_id: int,
+    ids: Iterable[int],
+    missing_only: bool = True,
+    embedder: Embedder | None = None,
+    model: str | None = None,
 ) -> int:
-    """Embed the index text of the memory messages `ids` (those without a vector, unless `missing_only=False`).
+    """Embed the index text of the owner's memory messages `ids` (those without a vector, unless `missing_only=False`).
 
     Batches of EMBED_BATCH. Returns how many vectors were stored. A system
     prompt, a tool step or a purged tombstone is never embedded; a
@@ -38,7 +43,7 @@ def messages_index_embed(
     embedder = embedder or get_embedder()
     model = settings.DELLM_EMBEDDING_MODEL if model is None else model
     memory = (
-        Message.objects.filter(pk__in=wanted, tool_calls__isnull=True)
+        Message.objects.filter(owner_id=owner_id, pk__in=wanted, tool_calls__isnull=True)
         .exclude(status=Message.Status.PURGED)
         .exclude(role__in=[Message.Role.SYSTEM, Message.Role.TOOL])
     )
@@ -47,13 +52,14 @@ def messages_index_embed(
     todo = sorted(memory.exclude(content="").values_list("pk", flat=True))
     stored = 0
     for start in range(0, len(todo), EMBED_BATCH):
-        rows = index_rows(todo[start : start + EMBED_BATCH])
+        rows = index_rows(owner_id=owner_id, ids=todo[start : start + EMBED_BATCH])
         # The previous turns are embedded only when they weigh in the vector.
         turns = [row for row in rows if row.turn] if TURN_VECTOR_WEIGHT else []
         embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []
         by_turn = dict(zip((row.id for row in turns), embedded[len(rows) :], strict=True))
         vectors = [index_vector(own, by_turn.get(row.id)) for row, own in zip(rows, embedded[: len(rows)], strict=True)]
         stored += messages_index_embeddings_set(
+            owner_id=owner_id,
             rows=[(row.id, row.content, row.sources, vector) for row, vector in zip(rows, vectors, strict=True)],
             model=model,
             missing_only=missing_only,

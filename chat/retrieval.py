@@ -545,17 +545,16 @@ NEIGHBOURS = "question"
 # the nearer of the two is the neighbour (at the same position, the newer:
 # the rewrite, not the message it replaced). Sorting the thread by shown
 # position instead cost 160-200 ms on a 20,000-message thread. The sides
-# filter by thread only (a thread is one owner's; the owner is checked on the
-# row found), so that the planner cannot walk the owner's (owner, seq) index
-# past every other thread's messages.
+# filter by thread (a thread is one owner's) and name the owner, so that the
+# planner reads the owner's partition alone.
 _NEIGHBOUR_SIDE = """
     (SELECT x.id, x.owner_id, x.seq, x.role, x.content, x.status, x.seq AS pos FROM chat_message x
-     WHERE x.thread_id = m.thread_id AND x.place IS NULL AND x.seq __CMP__ m.pos
+     WHERE x.owner_id = %(owner)s AND x.thread_id = m.thread_id AND x.place IS NULL AND x.seq __CMP__ m.pos
        AND x.role <> %(system)s AND x.role <> %(tool)s AND x.tool_calls IS NULL
      ORDER BY x.seq __DIR__ LIMIT 1)
     UNION ALL
     (SELECT x.id, x.owner_id, x.seq, x.role, x.content, x.status, x.place AS pos FROM chat_message x
-     WHERE x.thread_id = m.thread_id AND x.place IS NOT NULL AND x.place __CMP__ m.pos
+     WHERE x.owner_id = %(owner)s AND x.thread_id = m.thread_id AND x.place IS NOT NULL AND x.place __CMP__ m.pos
        AND x.role <> %(system)s AND x.role <> %(tool)s AND x.tool_calls IS NULL
      ORDER BY x.place __DIR__, x.seq DESC LIMIT 1)
 """

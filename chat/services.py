@@ -128,7 +128,7 @@ def message_embed(*, message_id: int, owner_id: int) -> Message | None:
     message = Message.objects.filter(owner_id=owner_id, pk=message_id).first()
     if message is None or message.embedding is not None or not message.is_live:
         return message
-    messages_index_embed(ids=[message_id])
+    messages_index_embed(owner_id=owner_id, ids=[message_id])
     message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
     return message
 
@@ -338,7 +338,7 @@ def turn_run(
         turn.refresh_from_db()
         if turn.reply_id is not None:
             # Its index text holds the question it answers (chat/index_context.py); a tool call is not memory.
-            messages_index_embed(ids=[turn.reply_id])
+            messages_index_embed(owner_id=owner_id, ids=[turn.reply_id])
         return turn
     return turn_fail(
         turn_id=turn.pk, owner_id=owner_id, error="Memory kept changing while the reply was generated; please retry."
@@ -609,7 +609,7 @@ def note_store(*, owner_id: int, text: str, derived_from: list[int]) -> Message:
         )
     except SourcesRemoved as refused:
         raise NotFound(f"No memory with id {refused.ids[0]}.", fields={"derived_from": str(refused.ids[0])}) from None
-    messages_index_embed(ids=[note.pk])
+    messages_index_embed(owner_id=owner_id, ids=[note.pk])
     note.refresh_from_db(fields=["embedding", "embedding_model"])
     return note
 

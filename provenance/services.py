@@ -373,7 +373,7 @@ def _apply(
             redacted[original_id] = message_rewrite(original=originals[original_id], content=text, embedding=None).pk
     # A replacement's index is new, and so is the one after it (its previous turn is the replacement now).
     replacements_stored = [pk for pk in redacted.values() if pk is not None]
-    reindexed |= set(replacements_stored) | set(index_followers(replacements_stored))
+    reindexed |= set(replacements_stored) | set(index_followers(owner_id=deletion.owner_id, ids=replacements_stored))
     deletion.redacted = {str(old): new for old, new in redacted.items()}
     if redacted:
         # A redaction rewrites its dependents: the replies it fed answer the redacted text.
@@ -397,14 +397,14 @@ def _apply(
     return None if probe is None else dataclasses.replace(probe, reindexed=frozenset(reindexed))
 
 
-def _indexes_embed(reindexed: frozenset[int]) -> None:
+def _indexes_embed(*, owner_id: int, reindexed: frozenset[int]) -> None:
     """The deletion's follow-up, after its commit and before its receipt: the recomputed indexes get vectors.
 
     Outside the lock (a model call), batched (`chat.indexing`); an index
     recomputed again meanwhile is left to the write that did it.
     """
     if reindexed:
-        messages_index_embed(ids=reindexed)
+        messages_index_embed(owner_id=owner_id, ids=reindexed)
 
 
 def _validate_redactions(*, owner_id: int, matched: list[int], redactions: object) -> dict[int, str]:
@@ -506,11 +506,12 @@ def deletion_confirm(
         deletion.save()
         _after_commit(deletion)
     if probe is not None:
-        _indexes_embed(probe.reindexed)
+        _indexes_embed(owner_id=deletion.owner_id, reindexed=probe.reindexed)
         deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
         _regeneration_start(deletion)
     elif later is not None:
-        _indexes_embed(frozenset(later.reindexed))  # the receipt is the verifying thread's
+        # The receipt is the verifying thread's.
+        _indexes_embed(owner_id=deletion.owner_id, reindexed=frozenset(later.reindexed))
     logger.info("deletion %s %s: %s messages", deletion.pk, deletion.status, len(deletion.deleted_ids))
     deletion.refresh_from_db()
     return deletion
@@ -583,7 +584,7 @@ def deletion_fire(*, deletion_id: int, now: datetime | None = None) -> DeletionR
         deletion.outcome = f"expired: {deletion.outcome}"
         deletion.save()
         _after_commit(deletion)
-    _indexes_embed(probe.reindexed)
+    _indexes_embed(owner_id=deletion.owner_id, reindexed=probe.reindexed)
     deletion = deletion_verify(deletion_id=deletion.pk, probe=probe)
     _regeneration_start(deletion)
     return deletion
@@ -684,8 +685,8 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         )
         deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])
         # The restored messages' indexes and those after them were recomputed with them back.
-        reindexed |= removed | set(index_followers(removed))
-    messages_index_embed(ids=reindexed)
+        reindexed |= removed | set(index_followers(owner_id=owner_id, ids=removed))
+    messages_index_embed(owner_id=owner_id, ids=reindexed)
     return deletion
 
 

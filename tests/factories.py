@@ -38,7 +38,7 @@ def make_message(thread: Thread, content: str = "", role: str = "user", embeddin
         **({"embedding_model": settings.DELLM_EMBEDDING_MODEL} if embedding is not None else {}) | extra,
     )
     # Its index (search vector, sources) as the writer sets it; the given vector is kept.
-    indexes_refresh(ids=[message.pk], fresh=[message.pk])
+    indexes_refresh(owner_id=message.owner_id, ids=[message.pk], fresh=[message.pk])
     message.refresh_from_db(fields=["search", "index_sources"])
     return message
 
@@ -72,7 +72,7 @@ def make_long_thread(owner, messages: int, width: int, imported_from: str = "cha
             [width, thread.pk],
         )
     ids = dict(Message.objects.filter(thread=thread).values_list("seq", "pk"))
-    indexes_refresh(ids=ids.values(), fresh=ids.values())
+    indexes_refresh(owner_id=owner.pk, ids=ids.values(), fresh=ids.values())
     return thread, ids
 
 

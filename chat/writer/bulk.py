@@ -29,18 +29,19 @@ def messages_copy(*, copy_cursor: Any, rows: Iterable[tuple[Any, ...]]) -> None:
     row's index (search vector, sources) is computed as for a chat turn
     (`indexes_refresh`, in batches); the seeder's vectors are kept.
     """
-    ids: list[int] = []
+    ids: dict[int, list[int]] = {}
     with copy_cursor.copy(
         f"COPY {MESSAGES} (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
         "status, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
     ) as copy:
         copy.set_types(_COPY_TYPES)
         for *head, created_at in rows:
-            ids.append(head[0])
+            ids.setdefault(head[1], []).append(head[0])
             copy.write_row((*head, Message.Status.ACTIVE.value, created_at, created_at))
-    for start in range(0, len(ids), INDEX_BATCH):
-        batch = ids[start : start + INDEX_BATCH]
-        indexes_refresh(ids=batch, fresh=batch)
+    for owner_id, owned in ids.items():
+        for start in range(0, len(owned), INDEX_BATCH):
+            batch = owned[start : start + INDEX_BATCH]
+            indexes_refresh(owner_id=owner_id, ids=batch, fresh=batch)
 
 
 def edges_copy(*, copy_cursor: Any, owner_id: int, rows: Iterable[tuple[int, int, int, float]]) -> None:

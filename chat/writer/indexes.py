@@ -39,13 +39,13 @@ SET search = setweight(to_tsvector('english', m.content), 'A') || setweight(to_t
     embedding_model = CASE WHEN c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s)) AND %(vectors)s
                       THEN '' ELSE m.embedding_model END
 FROM c
-WHERE m.id = c.id
+WHERE m.owner_id = %(owner)s AND m.id = c.id
 RETURNING m.id, c.index_sources <> c.sources AND NOT (m.id = ANY(%(fresh)s))
 """
 
 
-def indexes_refresh(*, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[int]:
-    """Recompute the search vector and sources of the messages `ids` (not purged); the ids whose sources changed.
+def indexes_refresh(*, owner_id: int, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[int]:
+    """Recompute the search vector and sources of the owner's messages `ids` (not purged); those whose sources changed.
 
     Caller holds the owner's lock, in its transaction. Where a vector carries
     the previous turn (TURN_VECTOR_WEIGHT > 0), those ids' vectors are gone
@@ -56,7 +56,11 @@ def indexes_refresh(*, ids: Iterable[int], fresh: Iterable[int] = ()) -> list[in
     if not wanted:
         return []
     with connection.cursor() as cursor:
-        params = {**index_params(wanted), "fresh": sorted(set(fresh)), "vectors": TURN_VECTOR_WEIGHT > 0}
+        params = {
+            **index_params(owner_id=owner_id, ids=wanted),
+            "fresh": sorted(set(fresh)),
+            "vectors": TURN_VECTOR_WEIGHT > 0,
+        }
         cursor.execute(_REFRESH_SQL, params)
         return sorted(pk for pk, changed in cursor.fetchall() if changed)
 
@@ -68,18 +72,20 @@ UPDATE {_TABLE} AS m
 SET embedding = u.embedding::vector, embedding_model = %(model)s, updated_at = now()
 FROM unnest(%(ids)s::bigint[], %(embeddings)s::text[], %(contents)s::text[], %(sources)s::text[])
      AS u(id, embedding, content, sources)
-WHERE m.id = u.id AND m.status <> 'purged' AND m.content = u.content AND m.index_sources = u.sources::bigint[]
+WHERE m.owner_id = %(owner)s AND m.id = u.id AND m.status <> 'purged' AND m.content = u.content
+  AND m.index_sources = u.sources::bigint[]
   AND (NOT %(missing_only)s OR m.embedding IS NULL)
 """
 
 
 def messages_index_embeddings_set(
     *,
+    owner_id: int,
     rows: Sequence[tuple[int, str, Sequence[int], list[float] | None]],
     model: str,
     missing_only: bool,
 ) -> int:
-    """Store index vectors `(id, content, sources, vector)` read and embedded since; how many were stored.
+    """Store the owner's index vectors `(id, content, sources, vector)` read and embedded since; how many were stored.
 
     A row is written only if it is not purged and its content and sources are still
     those embedded (and, with `missing_only`, has no vector), so a deletion
@@ -90,6 +96,7 @@ def messages_index_embeddings_set(
     if not kept:
         return 0
     params: dict[str, Any] = {
+        "owner": owner_id,
         "ids": [pk for pk, _, _, _ in kept],
         "embeddings": [vector_literal(vector) for _, _, _, vector in kept if vector is not None],
         "contents": [content for _, content, _, _ in kept],

@@ -127,12 +127,12 @@ def _edges_insert(*, owner_id: int, rows: Sequence[tuple[int, int, int, float, s
         return cursor.rowcount
 
 
-def _indexes_store(rows: Sequence[Message]) -> None:
-    """The new rows' indexes; and the index of whatever now follows a rewrite put in another's place."""
+def _indexes_store(*, owner_id: int, rows: Sequence[Message]) -> None:
+    """The owner's new rows' indexes; and the index of whatever now follows a rewrite put in another's place."""
     new = [row.pk for row in rows]
     placed = [row.pk for row in rows if row.place is not None]
-    followers = [pk for pk in index_followers(placed) if pk not in set(new)] if placed else []
-    indexes_refresh(ids=new + followers, fresh=new)
+    followers = [pk for pk in index_followers(owner_id=owner_id, ids=placed) if pk not in set(new)] if placed else []
+    indexes_refresh(owner_id=owner_id, ids=new + followers, fresh=new)
 
 
 def _threads_touch(thread_ids: Iterable[int]) -> None:
@@ -175,7 +175,7 @@ def message_store(
         message = _row(owner_id=owner_id, thread_id=thread_id, seq=_next_seq(owner_id), supplied=supplied)
         message.replaces, message.place = replaces, place
         message.save(force_insert=True)
-        _indexes_store([message])
+        _indexes_store(owner_id=owner_id, rows=[message])
         _edges_insert(
             owner_id=owner_id,
             rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
@@ -226,7 +226,7 @@ def tool_results_store(*, owner_id: int, call_id: int, results: Sequence[Supplie
             _row(owner_id=owner_id, thread_id=call.thread_id, seq=seq + offset, supplied=result)
             for offset, result in enumerate(results)
         )
-        _indexes_store(rows)
+        _indexes_store(owner_id=owner_id, rows=rows)
         _edges_insert(
             owner_id=owner_id,
             rows=[(call.pk, row.pk, index[row.tool_call_id], 1.0, ContextEdge.Signal.TOOL.value) for row in rows],
@@ -280,7 +280,7 @@ def transcripts_store(*, owner_id: int, branches: Sequence[Branch]) -> Stored:
                 kept.append((row, chain))
             landed.append(kept)
         Message.objects.bulk_create(stored.created)
-        _indexes_store(stored.created)
+        _indexes_store(owner_id=owner_id, rows=stored.created)
         rows = []
         for kept in landed:
             ids = [item if isinstance(item, int) else item.pk for item, _ in kept]
@@ -406,7 +406,7 @@ def graph_store(
             )
             seq += 1
         stored.created = Message.objects.bulk_create(list(rows.values()))
-        _indexes_store(stored.created)
+        _indexes_store(owner_id=owner_id, rows=stored.created)
         ids = {**existing, **{key: row.pk for key, row in rows.items()}}
         stored.edges = _edges_insert(
             owner_id=owner_id,

@@ -83,7 +83,7 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
             )
         # Every index built from a removed message, from what is live now
         # (a soft-deleted one's too after a purge: its index must not keep purged words).
-        indexes_refresh(ids=index_dependents(owner_id=owner_id, ids=removed))
+        indexes_refresh(owner_id=owner_id, ids=index_dependents(owner_id=owner_id, ids=removed))
     return sorted(removed)
 
 
@@ -115,7 +115,7 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
         restored = list(restoring.values_list("pk", flat=True))
         restoring.update(status=Message.Status.ACTIVE, deleted_by_id=None, updated_at=timezone.now())
         # Theirs, and the index of each message that follows one of them again.
-        indexes_refresh(ids=restored + index_followers(restored))
+        indexes_refresh(owner_id=owner_id, ids=restored + index_followers(owner_id=owner_id, ids=restored))
         return len(restored)
 
 

@@ -78,7 +78,7 @@ def ctxindex_bench(*, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
             rows = transcripts_store(owner_id=owner.pk, branches=branches).created
             created += [row.pk for row in rows]
             secrets += [row.pk for row in rows[1::3]]
-        messages_index_embed(ids=created)
+        messages_index_embed(owner_id=owner.pk, ids=created)
         build_s = time.perf_counter() - started
         carrying = Message.objects.filter(owner=owner, index_sources__overlap=secrets).count()
         preview = deletion_preview(owner=owner, actor=owner, mode="purge", ids=secrets)

@@ -74,7 +74,11 @@ def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str
     # Nothing is removed in a fresh history, so every message lands, in order.
     created = transcripts_store(owner_id=owner.pk, branches=branches).created
     messages_index_embed(
-        ids=[m.pk for m in created], embedder=embedder, model=getattr(embedder, "model_name", ""), missing_only=False
+        owner_id=owner.pk,
+        ids=[m.pk for m in created],
+        embedder=embedder,
+        model=getattr(embedder, "model_name", ""),
+        missing_only=False,
     )
     return {key: message.pk for key, message in zip(keys, created, strict=True) if key}
 
@@ -103,7 +107,9 @@ def conversation_run(
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
             message = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content=question.text)
             # Its index text, as a turn embeds its user message (`chat.services.message_embed`).
-            messages_index_embed(ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", ""))
+            messages_index_embed(
+                owner_id=owner.pk, ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", "")
+            )
             message.refresh_from_db(fields=["embedding", "embedding_model"])
             evidence = [facts[key] for key in question.evidence]
             for setting in settings_list:

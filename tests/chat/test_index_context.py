@@ -38,7 +38,7 @@ def typed(owner, texts: list[tuple[str, str]]) -> list[Message]:
     """A conversation typed in one thread, stored and embedded as the doors do."""
     thread = make_thread(owner)
     made = [message_create(thread=thread, role=role, content=text) for role, text in texts]
-    messages_index_embed(ids=[m.pk for m in made])
+    messages_index_embed(owner_id=owner.pk, ids=[m.pk for m in made])
     return made
 
 
@@ -63,7 +63,7 @@ def confirm(owner, **select):
 
 def test_an_index_holds_the_previous_turn_speaker_and_date_and_records_its_source(owner):
     before, secret, after, _ = typed(owner, conversation())
-    rows = {row.id: row for row in index_rows([before.pk, after.pk])}
+    rows = {row.id: row for row in index_rows(owner_id=owner.pk, ids=[before.pk, after.pk])}
     date = f"{after.created_at.day} {after.created_at:%B %Y}"
     assert rows[after.pk].context == f"assistant {date} {SECRET}"
     assert rows[before.pk].context == f"user {date}"
@@ -77,7 +77,7 @@ def test_an_index_holds_the_previous_turn_speaker_and_date_and_records_its_sourc
 def test_the_context_is_the_first_words_of_the_previous_turn(owner):
     long = " ".join(f"word{i}" for i in range(INDEX_CONTEXT_WORDS + 10))
     _, reply = typed(owner, [("user", long), ("assistant", "Sure.")])
-    context = index_rows([reply.pk])[0].context
+    context = index_rows(owner_id=owner.pk, ids=[reply.pk])[0].context
     assert context.endswith(f"word{INDEX_CONTEXT_WORDS - 1}")
     assert f"word{INDEX_CONTEXT_WORDS}" not in context.split()
 

@@ -111,12 +111,12 @@ def test_a_run_that_finds_its_turn_committed_by_another_run_drops_its_reply(owne
         runs.append(len(runs))
         if len(runs) == 1:
             # The task redelivered meanwhile: a second run commits first.
-            assert services.turn_run(turn_id=turn.pk).status == Turn.Status.DONE
+            assert services.turn_run(turn_id=turn.pk, owner_id=owner.pk).status == Turn.Status.DONE
         return real_complete(self, context=context, user_message=user_message)
 
     monkeypatch.setattr(OfflineResponder, "complete", complete_while_redelivered)
     with caplog.at_level("INFO", logger="chat.services"):
-        done = services.turn_run(turn_id=turn.pk)
+        done = services.turn_run(turn_id=turn.pk, owner_id=owner.pk)
     assert done.status == Turn.Status.DONE
     assert Message.objects.filter(owner=owner, role="assistant").count() == 1
     assert f"turn {turn.pk}: finished by another run; this reply is dropped" in caplog.messages

@@ -20,7 +20,7 @@ def graph(thread):
     """m1 -> m2 -> m3, m1 -> m4, and an unrelated m5 -> m6, each embedded as the doors embed it (its index text)."""
     texts = ["I live in Paris", "Noted: Paris", "Paris is lovely", "Noted again", "I like tea", "Noted: tea"]
     m = {i: make_message(thread, texts[i - 1]) for i in range(1, 7)}
-    messages_index_embed(ids=[message.pk for message in m.values()])
+    messages_index_embed(owner_id=thread.owner_id, ids=[message.pk for message in m.values()])
     for source, target in [(1, 2), (2, 3), (1, 4), (5, 6)]:
         make_edge(m[source], m[target])
     return {i: Message.objects.get(pk=message.pk) for i, message in m.items()}

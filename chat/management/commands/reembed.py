@@ -39,13 +39,19 @@ class Command(BaseCommand):
         done = 0
         last_pk = 0
         while True:
-            chunk = list(queryset.filter(pk__gt=last_pk).values_list("pk", flat=True)[:batch])
+            chunk = list(queryset.filter(pk__gt=last_pk).values_list("pk", "owner_id")[:batch])
             if not chunk:
                 break
-            # Each message's index text (its words with its context, chat/index_context.py); a text the
-            # model cannot embed gets no vector (it matches nothing by similarity).
-            done += messages_index_embed(ids=chunk, missing_only=False, embedder=embedder, model=model)
-            last_pk = chunk[-1]
+            owned: dict[int, list[int]] = {}
+            for pk, owner_id in chunk:
+                owned.setdefault(owner_id, []).append(pk)
+            # Each message's index text (its words with its context, chat/index_context.py), an owner at a
+            # time (its partition); a text the model cannot embed gets no vector (it matches nothing by similarity).
+            for owner_id, ids in owned.items():
+                done += messages_index_embed(
+                    owner_id=owner_id, ids=ids, missing_only=False, embedder=embedder, model=model
+                )
+            last_pk = chunk[-1][0]
             seen += len(chunk)
             if not no_progress:
                 self._progress(seen, total)
