@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from chat import services as chat
 from chat.models import Message, Turn
+from chat.partitions import partition_of
 from dellm_site.celery import app as celery_app
 from provenance import services as deletions
 from provenance.models import DeletionRequest
@@ -60,12 +61,12 @@ def test_purge_leaves_no_residue_in_redis_and_vacuums(start_worker, owner, threa
     start_worker()
     converse(thread, [SECRET, "What is the vault combination?", "Remind me of the vault combination"])
     assert Message.objects.filter(owner=owner, content__contains="31-41-59").count() >= 3
-    vacuums_before = _vacuum_count()
+    vacuums_before = _vacuum_count(owner.pk)
 
     preview = deletions.deletion_preview(owner=owner, actor=owner, exact="31-41-59", mode="purge")
     deletions.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
 
-    wait_for(lambda: _vacuum_count() > vacuums_before, timeout=30)
+    wait_for(lambda: _vacuum_count(owner.pk) > vacuums_before, timeout=30)
     assert "31-41-59" not in redis_dump()
     assert "vault combination is" not in redis_dump()
 
@@ -120,10 +121,14 @@ def test_worker_killed_mid_deletion_applies_it_whole_or_not_at_all(start_worker,
     assert taint_violations(owner_id=owner.pk) == []
 
 
-def _vacuum_count() -> int:
+def _vacuum_count(owner_id: int) -> int:
+    """VACUUMs of the owner's part of chat_message (its partition: the eraser vacuums that, provenance/erasure)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'chat_message'")
+        cursor.execute(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s",
+            [partition_of(table="chat_message", owner_id=owner_id)],
+        )
         return cursor.fetchone()[0]
 
 
