@@ -191,8 +191,10 @@ def _retrieval_run(owner_id: int, queries: np.ndarray, ids: np.ndarray, vectors:
     probe = Message(id=0, owner_id=owner_id, embedding_model=vectors_model(owner_id))
     for query in queries:
         probe.embedding = query
-        context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0)
-        ms, items = timed(lambda: context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0))
+        context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0, neighbours="none")
+        ms, items = timed(
+            lambda: context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0, neighbours="none")
+        )
         np_ms, sims = timed(lambda q=query: vectors @ q)
         top_ms, _ = timed(lambda s=sims: np.argpartition(s, len(s) - k)[-k:])
         times.append(ms)

@@ -292,7 +292,10 @@ def _drop_indexes(cursor) -> tuple[list[str], list[str]]:
         f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}'
         for table, name, definition, kind in sorted(constraints, key=lambda c: c[3] != "u")
     ]
-    return [definition for _, definition in indexes] + targets, recreate_constraints
+    # A partitioned table's index reads `ON ONLY` (the parent alone, invalid, no partition's index):
+    # recreated as such, the partitions would lose theirs. Without ONLY it builds and attaches them.
+    definitions = [definition.replace(" ON ONLY ", " ON ", 1) for _, definition in indexes]
+    return definitions + targets, recreate_constraints
 
 
 def bench_seed(

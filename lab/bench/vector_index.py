@@ -136,8 +136,12 @@ def _run(owner_id, model, queries, texts, ids, vectors, k, setting="") -> dict:
             if setting:
                 with connection.cursor() as cursor:
                     cursor.execute(setting)
-            context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0)
-            ms, items = timed(lambda: context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0))
+            context_retrieve(message=probe, policy="vector", k=k, threshold=-1.0, window=0, neighbours="none")
+            ms, items = timed(
+                lambda: context_retrieve(
+                    message=probe, policy="vector", k=k, threshold=-1.0, window=0, neighbours="none"
+                )
+            )
             fms, _ = timed(lambda: context_retrieve(message=probe, policy="relevant", k=5, threshold=0.2, window=0))
         vector_ms.append(ms)
         fused_ms.append(fms)
