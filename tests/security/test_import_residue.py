@@ -63,6 +63,12 @@ def _texts_in(blob: str | bytes) -> list[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_purge_of_an_imported_conversation_leaves_no_text(owner):
+    with connection.cursor() as cursor:
+        # Earlier tests' rolled-back rows hold these texts as dead tuples and index keys, maybe in another
+        # owner's partition, which this purge's upkeep (the owner's partition only) rightly leaves: clear them.
+        cursor.execute("VACUUM " + ", ".join(TABLES))
+        for table in TABLES:
+            cursor.execute(f"REINDEX TABLE {table}")
     api = client_for(owner)
     job = _upload(api)  # eager: the job runs at commit
     assert (job["status"], job["messages_imported"], job["filename"]) == ("done", 2, FILENAME)
