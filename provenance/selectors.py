@@ -156,16 +156,16 @@ def taint_violations(*, owner_id: int | None = None) -> list[tuple[int, int, int
     # Driven from the removed messages (few, found by the owner/status index)
     # to their out-edges, not from all of the owner's edges: a whole-history
     # context gives an owner O(n^2) edges, and every receipt runs this check.
+    # The product checks one owner (named in each table: one partition, one shard); `dellm_check` all of them.
+    one = "AND {table}.owner_id = %(owner)s" if owner_id is not None else ""
     sql = f"""
         SELECT t.owner_id, t.id, s.id
         FROM {_MESSAGES} s
-        LEFT JOIN {_DELETIONS} d ON d.owner_id = s.owner_id AND d.id = s.deleted_by_id
-          AND (%(owner)s::bigint IS NULL OR d.owner_id = %(owner)s)
-        JOIN {_EDGES} e ON e.owner_id = s.owner_id AND e.source_id = s.id
-        JOIN {_MESSAGES} t ON t.owner_id = e.owner_id AND t.id = e.target_id
+        LEFT JOIN {_DELETIONS} d ON d.owner_id = s.owner_id AND d.id = s.deleted_by_id {one.format(table="d")}
+        JOIN {_EDGES} e ON e.owner_id = s.owner_id AND e.source_id = s.id {one.format(table="e")}
+        JOIN {_MESSAGES} t ON t.owner_id = e.owner_id AND t.id = e.target_id {one.format(table="t")}
         WHERE s.status = ANY(%(removed)s) AND t.status = ANY(%(live)s)
-          AND (d.id IS NULL OR d.depth IS NULL)
-          AND (%(owner)s::bigint IS NULL OR s.owner_id = %(owner)s)
+          AND (d.id IS NULL OR d.depth IS NULL) {one.format(table="s")}
         ORDER BY t.owner_id, t.id, s.id
     """
     with connection.cursor() as cursor:

@@ -337,7 +337,7 @@ def test_product_requests_pin_every_per_owner_table_to_the_owner(owner, thread):
     with CaptureQueriesContext(connection) as queries:
         for text in ("I live in Paris", "Where do I live?"):
             turn_run(turn_id=turn_create(thread=thread, content=text, enqueue=False).pk, owner_id=owner.pk)
-        first = thread.messages.order_by("seq").first()
+        first = thread.messages.filter(owner=owner).order_by("seq").first()
         gets = [
             "/api/threads/",
             f"/api/threads/{thread.pk}/",
