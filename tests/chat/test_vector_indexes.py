@@ -175,8 +175,20 @@ def test_sync_rebuilds_a_grown_index_and_drops_one_below_half_the_threshold(owne
     assert owner_vector_indexes() == {}
 
 
-def test_a_relation_holds_at_most_per_relation_indexes_the_largest_histories(owner, thread, other_owner):
-    third = make_user("carol")
+def _same_partition(count: int) -> list:
+    """`count` new users whose messages share one partition of chat_message (the cap is per relation)."""
+    by_partition: dict[str, list] = {}
+    number = 0
+    while not any(len(users) == count for users in by_partition.values()):
+        number += 1
+        user = make_user(f"sharer{number}")
+        by_partition.setdefault(partition_of(table="chat_message", owner_id=user.pk), []).append(user)
+    return next(users for users in by_partition.values() if len(users) == count)
+
+
+def test_a_relation_holds_at_most_per_relation_indexes_the_largest_histories(db):
+    owner, other_owner, third = _same_partition(3)
+    thread = make_thread(owner, "t")
     threads = {user.pk: make_thread(user, "t") for user in (other_owner, third)}
     _history(thread, _clustered(30, seed=8))
     _history(threads[other_owner.pk], _clustered(40, seed=9))
