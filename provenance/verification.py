@@ -251,8 +251,8 @@ def probe_handoff(
 def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], before: frozenset[int]) -> set[int]:
     """New neighbours (`ids` less those found `before` execution) whose provenance accounts for them.
 
-    A reply committed since execution under the owner's lock with a context of
-    live messages only (a turn racing the deletion, a rewritten reply); this
+    A reply with a context of live messages only (a turn racing the deletion,
+    a rewritten reply, or one stored before execution and embedded since); this
     deletion's redacted replacement (near its original by design, text the
     user approved); a message the user typed in a chat turn, embedded by its
     turn meanwhile (the user telling it again is no failure to forget).
@@ -267,16 +267,15 @@ def _vouched(*, deletion: DeletionRequest, probe: ForgetProbe, ids: set[int], be
     # A recomputed index (`probe.reindexed`) holds live words only: its own message's and its live previous turn's.
     typed |= candidates & probe.reindexed
     later = {pk for pk in candidates if pk > probe.horizon}
-    if not later:
-        return typed
     replacements = {int(new) for new in deletion.redacted.values()}
-    edges = ContextEdge.objects.filter(owner_id=owner_id, target_id__in=later)
+    # Replies new or old: a reply stored before execution is embedded after its commit
+    # (chat/indexing.py), so it may first appear near the probes only now.
+    edges = ContextEdge.objects.filter(owner_id=owner_id, target_id__in=candidates - typed)
     with_live_context = set(edges.values_list("target_id", flat=True)) - set(
         edges.filter(source__owner_id=owner_id)
         .exclude(source__status__in=LIVE_STATUSES)
         .values_list("target_id", flat=True)
     )
-    # A recomputed index holds live words only: its own message's and its live previous turn's.
     return typed | (later & replacements) | with_live_context
 
 
