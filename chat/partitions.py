@@ -59,8 +59,15 @@ def partition_of(*, table: str, owner_id: int) -> str:
     return str(row[0])
 
 
-def partition_index(*, table: str, index: str, owner_id: int) -> str:
-    """The index on `owner_id`'s partition that `index` (on partitioned `table`) attaches, or `index` itself."""
+def partition_index(*, index: str, owner_id: int, table: str | None = None) -> str:
+    """The index on `owner_id`'s partition that `index` (on partitioned `table`) attaches, or `index` itself.
+
+    `table`: the index's table, read from the catalog when not given.
+    """
+    if table is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass(%s)", [index])
+            (table,) = cursor.fetchone()
     partition = partition_of(table=table, owner_id=owner_id)
     if partition == table:
         return index

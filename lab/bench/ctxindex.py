@@ -17,13 +17,13 @@ import uuid
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
 
 import chat.writer.statuses
 import provenance.services
 from chat.indexing import messages_index_embed
 from chat.models import Message, Thread
-from chat.writer import Branch, Supplied, owners_history_delete, transcripts_store
+from chat.writer import Branch, Supplied, transcripts_store
+from lab.bench.seed import owner_drop
 from provenance.services import deletion_confirm, deletion_preview
 
 USERNAME_PREFIX = "ctxbench-"
@@ -94,11 +94,7 @@ def ctxindex_bench(*, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
             owner=owner, status__in=Message.LIVE, embedding__isnull=True, content__startswith="Yeah"
         ).count()
     finally:
-        with transaction.atomic():
-            owners_history_delete(owner_ids=[owner.pk])
-            with connection.cursor() as cursor:
-                cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner.pk])
-            get_user_model().objects.filter(pk=owner.pk).delete()
+        owner_drop(owner.pk)
     return {
         "neighbours": neighbours,
         "messages": 3 * neighbours,

@@ -28,8 +28,9 @@ from unittest import mock
 import psutil
 from django.conf import settings
 
-from lab.bench.imports import _drop, _user
+from lab.bench.imports import _user
 from lab.bench.load import _database_url
+from lab.bench.seed import owner_drop
 
 ROOT = Path(settings.BASE_DIR)
 CONVERSATIONS = 1_000
@@ -171,7 +172,7 @@ def import_memory_bench(
             "target_mb": TARGET_MB,
         }
     finally:
-        _drop(owner.pk)
+        owner_drop(owner.pk)
         for path in folder.iterdir():
             path.unlink()
         folder.rmdir()

@@ -17,11 +17,11 @@ import uuid
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
 
 from chat.lineage import sources_landed
 from chat.models import Message, Thread
-from chat.writer import GraphEdge, GraphMessage, Supplied, graph_store, message_store, owners_history_delete
+from chat.writer import GraphEdge, GraphMessage, Supplied, graph_store, message_store
+from lab.bench.seed import owner_drop
 from provenance import services as deletions
 
 USERNAME_PREFIX = "taintbench-"
@@ -65,11 +65,7 @@ def import_taint_bench(*, messages: int = 100_000) -> dict[str, Any]:
         store_s = time.perf_counter() - started
         rows = Message.objects.filter(owner=owner).count()
     finally:
-        with transaction.atomic():
-            owners_history_delete(owner_ids=[owner.pk])
-            with connection.cursor() as cursor:
-                cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner.pk])
-            get_user_model().objects.filter(pk=owner.pk).delete()
+        owner_drop(owner.pk)
     return {
         "messages": messages,
         "landed": len(landed),

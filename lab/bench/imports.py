@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
 
 from chat.embeddings import get_embedder
 from chat.imports import history_import, history_parse
-from chat.models import Thread
-from chat.writer import owners_history_delete
-from lab.bench.seed import sentences
+from lab.bench.seed import owner_drop, sentences
 
 # Not the seed's prefix: these users live only for the measurement.
 USERNAME_PREFIX = "importbench-"
@@ -72,14 +69,6 @@ def _user() -> Any:
     return get_user_model().objects.create_user(username=f"{USERNAME_PREFIX}{uuid.uuid4().hex[:8]}")
 
 
-def _drop(owner_id: int) -> None:
-    with transaction.atomic():
-        owners_history_delete(owner_ids=[owner_id])
-        with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner_id])
-        get_user_model().objects.filter(pk=owner_id).delete()
-
-
 def _timed_import(data: bytes) -> dict[str, Any]:
     owner = _user()
     try:
@@ -89,7 +78,7 @@ def _timed_import(data: bytes) -> dict[str, Any]:
         progress = history_import(owner_id=owner.pk, parsed=parsed)
         done = time.perf_counter()
     finally:
-        _drop(owner.pk)
+        owner_drop(owner.pk)
     return {
         "messages": progress.messages_imported,
         "edges": progress.edges_created,

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
 from django.test.utils import override_settings
 
 from chat.embeddings import get_embedder
 from chat.models import Thread
-from chat.writer import message_store, owners_history_delete
+from chat.writer import message_store
+from lab.bench.seed import owner_drop
 from provenance.redaction import Matcher
 from provenance.services import deletion_preview
 
@@ -104,11 +104,7 @@ def redaction_bench(*, messages: int = MESSAGES, chars: int = CHARS, runs: int =
 
         matching_row = _timed(runs, matching)
     finally:
-        with transaction.atomic():
-            owners_history_delete(owner_ids=[owner.pk])
-            with connection.cursor() as cursor:
-                cursor.execute(f"DELETE FROM {Thread._meta.db_table} WHERE owner_id = %s", [owner.pk])
-            get_user_model().objects.filter(pk=owner.pk).delete()
+        owner_drop(owner.pk)
     return {
         "messages": messages,
         "chars": chars,

@@ -209,6 +209,15 @@ def bench_user_ids() -> list[int]:
     )
 
 
+def owner_drop(owner_id: int) -> None:
+    """Remove one throwaway bench owner and all their rows (raw deletes, as `bench_reset`)."""
+    with transaction.atomic():
+        owners_history_delete(owner_ids=[owner_id])
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {THREADS} WHERE owner_id = %s", [owner_id])
+        get_user_model().objects.filter(pk=owner_id).delete()
+
+
 def bench_reset() -> int:
     """Remove every bench user and all their rows (raw deletes: millions of rows). Returns users removed."""
     ids = bench_user_ids()

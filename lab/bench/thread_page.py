@@ -22,8 +22,9 @@ from django.test import Client
 from chat.imports import history_import, history_parse
 from chat.models import ContextEdge, Message, Thread
 from chat.writer import edges_copy
-from lab.bench.imports import _drop, _user, chatgpt_export
+from lab.bench.imports import _user, chatgpt_export
 from lab.bench.measure import stats
+from lab.bench.seed import owner_drop
 
 
 def _densify(*, owner_id: int, thread_id: int) -> int:
@@ -91,7 +92,7 @@ def thread_page_bench(*, messages: int = 2_000, requests: int = 30, seed: int = 
         hub = Message.objects.filter(thread_id=thread_id).order_by("seq").values_list("pk", flat=True)[0]
         hub_calls = [_get(client, f"/api/messages/{hub}/") for _ in range(requests)]
     finally:
-        _drop(owner.pk)
+        owner_drop(owner.pk)
     return {
         "messages": messages,
         "edges": edges,

@@ -115,14 +115,6 @@ def _interrupted_rebuilds(cursor: CursorWrapper) -> list[str]:
     return [row[0] for row in cursor.fetchall()]
 
 
-def _owner_index(*, index: str, owner_id: int) -> str:
-    """The index holding `owner_id`'s keys of `index`: its child on the owner's partition, or `index` itself."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass(%s)", [index])
-        (table,) = cursor.fetchone()
-    return partition_index(table=table, index=index, owner_id=owner_id)
-
-
 def scrub(*, force: bool = False) -> list[str]:
     """Rebuild the purging owners' part of the text indexes, and their vector indexes; returns what it rebuilt.
 
@@ -149,10 +141,10 @@ def scrub(*, force: bool = False) -> list[str]:
     if force:
         names = [*reindexed(), *sorted(index_name(i.owner_id, i.model, i.dim) for i in vector_indexes())]
     else:
-        parts = (_owner_index(index=index, owner_id=owner) for index in reindexed() for owner in sorted(owners))
+        parts = (partition_index(index=index, owner_id=owner) for index in reindexed() for owner in sorted(owners))
         names = list(dict.fromkeys(parts))
         names += sorted(
-            _owner_index(index=index_name(i.owner_id, i.model, i.dim), owner_id=i.owner_id)
+            partition_index(index=index_name(i.owner_id, i.model, i.dim), owner_id=i.owner_id)
             for i in vector_indexes()
             if i.owner_id in owners
         )

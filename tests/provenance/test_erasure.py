@@ -231,13 +231,7 @@ def _vector_index_names() -> list[str]:
 
 def _owners_part(owner_id: int) -> list[str]:
     """The registered text indexes where `owner_id`'s keys are: on a partitioned table, its partition's child."""
-    parts = []
-    for name in reindexed():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
-            (table,) = cursor.fetchone()
-        parts.append(partition_index(table=table, index=name, owner_id=owner_id))
-    return parts
+    return [partition_index(index=name, owner_id=owner_id) for name in reindexed()]
 
 
 def _residue(relations: list[str], *, free_space: bool = False) -> dict[str, list[bytes]]:
