@@ -162,18 +162,23 @@ def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
     )
 
 
-# The live memory message that follows each of %(ids)s (the owner's) in its thread: whose
-# previous turn it now is (after a restore, or a rewrite put in its place).
+# The messages (not purged) whose previous turn each of %(ids)s (the owner's)
+# now is, after a restore or a rewrite put in its place: every message after m
+# in its thread up to and including the next live memory message `n` (all of
+# them, when none follows). The ones in between are removed or not memory;
+# a removed one keeps an index too (it is what a restore brings back), so it
+# is recomputed with the rest. Each range is read by message_thread_seq and
+# message_thread_place, like INDEX_ROWS_SQL's previous turn.
 _FOLLOWERS_SQL = f"""
-SELECT DISTINCT n.id
+SELECT DISTINCT q.id
 FROM {_TABLE} m
-JOIN LATERAL (
-    SELECT cand.id FROM (
-        (SELECT q.id, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
+LEFT JOIN LATERAL (
+    SELECT cand.k1, cand.k2 FROM (
+        (SELECT q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
          WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE} AND q.seq > coalesce(m.place, m.seq)
          ORDER BY q.seq LIMIT 1)
         UNION ALL
-        (SELECT q.id, q.place, q.seq FROM {_TABLE} q
+        (SELECT q.place, q.seq FROM {_TABLE} q
          WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
            AND (q.place, q.seq) > (coalesce(m.place, m.seq), m.seq)
          ORDER BY q.place, q.seq LIMIT 1)
@@ -181,12 +186,23 @@ JOIN LATERAL (
     ORDER BY cand.k1, cand.k2
     LIMIT 1
 ) n ON true
+JOIN LATERAL (
+    (SELECT q.id FROM {_TABLE} q
+     WHERE q.owner_id = %(owner)s AND q.thread_id = m.thread_id AND q.place IS NULL AND q.status <> 'purged'
+       AND q.seq >= coalesce(m.place, m.seq) AND (q.seq, q.seq) > (coalesce(m.place, m.seq), m.seq)
+       AND (n.k1 IS NULL OR (q.seq <= n.k1 AND (q.seq, q.seq) <= (n.k1, n.k2))))
+    UNION ALL
+    (SELECT q.id FROM {_TABLE} q
+     WHERE q.owner_id = %(owner)s AND q.thread_id = m.thread_id AND q.place IS NOT NULL AND q.status <> 'purged'
+       AND (q.place, q.seq) > (coalesce(m.place, m.seq), m.seq)
+       AND (n.k1 IS NULL OR (q.place, q.seq) <= (n.k1, n.k2)))
+) q ON true
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s)
 """
 
 
 def index_followers(*, owner_id: int, ids: Iterable[int]) -> list[int]:
-    """The owner's live memory messages right after each of its messages `ids` in its thread."""
+    """The owner's messages (not purged) whose previous turn is now one of `ids`: up to the next live memory message."""
     wanted = sorted(set(ids))
     if not wanted:
         return []

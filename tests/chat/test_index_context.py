@@ -179,9 +179,23 @@ def reference_sources(thread_id: int) -> dict[int, list[int]]:
 def histories(draw):
     roles = draw(st.lists(st.sampled_from(ROLES), min_size=1, max_size=8))
     steps = draw(
-        st.lists(st.tuples(st.sampled_from(["soft", "purge", "restore"]), st.integers(0, len(roles) - 1)), max_size=5)
+        st.lists(
+            st.tuples(st.sampled_from(["soft", "purge", "restore", "redact"]), st.integers(0, len(roles) - 1)),
+            max_size=6,
+        )
     )
     return roles, steps
+
+
+def test_a_restore_gives_back_the_previous_turn_of_the_removed_messages_after_it_too(owner):
+    """Hypothesis found it: B and C removed (C first), then B restored; C, still removed, was built from B again."""
+    first, second, third = typed(owner, [("user", BEFORE), ("assistant", AFTER), ("user", LATER)])
+    for number, message in enumerate([third, second], start=1):
+        messages_remove(owner_id=owner.pk, ids=[message.pk], deletion_id=number, purge=False)
+    assert index(third.pk)[2] == [first.pk]
+    messages_restore(owner_id=owner.pk, ids=[second.pk], deletion_id=2)
+    assert index(third.pk)[2] == [second.pk]
+    assert index(third.pk)[0] == without_sources(typed(make_user(), conversation(with_secret=False))[2].pk)[0]
 
 
 @pytest.mark.django_db

@@ -74,8 +74,9 @@ def _part(owner_id: int) -> str:
 
 
 def _files(relations: list[str]) -> dict[str, str]:
+    """{relation: its file}, each name resolved on the search path: `public` has partitions of the same names."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT relname, pg_relation_filepath(oid) FROM pg_class WHERE relname = ANY(%s)", [relations])
+        cursor.execute("SELECT r, pg_relation_filepath(to_regclass(r)) FROM unnest(%s::text[]) AS r", [relations])
         return dict(cursor.fetchall())
 
 
