@@ -80,7 +80,13 @@ CONTEXT_WEIGHT = 0.25
 
 # A past question states no fact (the responder never quotes one either), so
 # it ranks below statements that match as well: its fused score is scaled.
+# Its worth is its answer (which `NEIGHBOURS` brings along), so one with no
+# live message after it in its thread (never answered, or the answer
+# removed) is scaled by UNANSWERED_WEIGHT instead. docs/RETRIEVAL.md, "Past
+# questions", has the sweep (0.25 and 0.1 measured the same; 0.5 for both
+# lost DIA's questions to earlier questions naming the same person).
 QUESTION_WEIGHT = 0.5
+UNANSWERED_WEIGHT = 0.25
 
 
 @dataclass(frozen=True)
@@ -245,7 +251,14 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
     SELECT f.*, m.role, m.content, {SAID_AT_SQL} AS said_at,
            (CASE WHEN f.by_vector THEN 1.0 / (%(rrf_k)s::float8 + f.vr) ELSE 0 END
             + CASE WHEN f.by_lexical THEN 1.0 / (%(rrf_k)s::float8 + f.lr) ELSE 0 END)
-           * CASE WHEN m.role = 'user' AND rtrim(m.content) LIKE '%%?' THEN %(question_weight)s::float8 ELSE 1 END
+           * CASE WHEN NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?') THEN 1
+                  WHEN EXISTS (
+                      SELECT FROM chat_message a
+                      WHERE a.owner_id = %(owner)s AND a.thread_id = m.thread_id AND a.seq > m.seq
+                        AND a.id <> %(exclude)s AND a.status = ANY(%(live)s)
+                        AND a.role <> %(system)s AND a.role <> %(tool)s AND a.tool_calls IS NULL
+                  ) THEN %(question_weight)s::float8
+                  ELSE %(unanswered_weight)s::float8 END
            AS rrf
     FROM fused f JOIN chat_message m ON m.owner_id = %(owner)s AND m.id = f.id
     WHERE f.by_vector OR f.by_lexical
@@ -326,6 +339,7 @@ def hybrid_retrieve(
         "bm25_per_lexeme": BM25_K1 * BM25_B / max(terms.avg_len, 1.0),
         "rrf_k": RRF_K,
         "question_weight": QUESTION_WEIGHT,
+        "unanswered_weight": UNANSWERED_WEIGHT,
     }
     cues = with_anchors(time_cues(text, asked_at or timezone.now()), owner_id=owner_id, exclude_id=exclude_id)
     # A question that speaks of time re-ranks a wider pool (time_rerank).

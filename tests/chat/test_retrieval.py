@@ -115,6 +115,22 @@ def test_a_statement_ranks_above_a_past_question_that_matches_as_well(thread, hi
     ]
 
 
+def test_a_past_question_nobody_answered_ranks_below_one_that_was_answered(owner, history):
+    """A question's worth is its answer: with no live message after it (no reply, or a removed one) it counts less."""
+    answered = make_message(make_thread(owner), "Did Rex sleep last night?", embedding=unit_vector(50))
+    reply = make_message(answered.thread, "Yes, on the sofa.", role="assistant", embedding=unit_vector(51))
+    unanswered = make_message(make_thread(owner), "Where did Rex sleep last night?", embedding=unit_vector(52))
+    question = make_message(make_thread(owner), "Rex sleep last night", embedding=unit_vector(96))
+    ranked = [content for content, _ in retrieve(question, neighbours="none")]
+    assert ranked.index(answered.content) < ranked.index(unanswered.content)
+
+    # Its reply removed, the answered question counts as little as the other; the newer first on a tie.
+    reply.status = Message.Status.DELETED
+    reply.save(update_fields=["status"])
+    ranked = [content for content, _ in retrieve(question, neighbours="none")]
+    assert ranked.index(unanswered.content) < ranked.index(answered.content)
+
+
 def test_other_owners_and_removed_messages_never_match(thread, history, other_owner):
     make_message(make_thread(other_owner), "Rex is my neighbour's dog.", embedding=unit_vector(1))
     Message.objects.filter(pk=history["job"].pk).update(status=Message.Status.DELETED)
