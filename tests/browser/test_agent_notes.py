@@ -52,8 +52,37 @@ def test_deletions_page_lets_agents_confirm_and_names_the_agents_that_read(open_
     toggle.check()
     expect(page.get_by_text("Agents may now confirm deletions.")).to_be_visible()
     expect(page.locator("[data-agent-reads]")).to_have_text(
-        "Read by agents: claude-desktop (1 read); their copies are outside DeLLM."
+        re.compile(
+            r"^Read by agents: claude-desktop \(1 memory, 1 read, last \d\d?:\d\d.*\)\. "
+            r"DeLLM cannot erase their copies: ask them to forget too\.$"
+        )
     )
     screenshot(page, "deletions-agent-reads")
 
     assert AgentAccess.objects.get(owner=owner).may_confirm_deletions is True
+
+
+def test_the_deletion_preview_names_the_agents_that_were_shown_each_memory(open_page, transactional_db):
+    """The card the MCP `forget` link opens: which agent read which of the memories that would go, and when."""
+    owner = make_user("pia")
+    thread = make_thread(owner, "Moving")
+    lyon = make_message(thread, "I moved to Lyon in May")
+    cat = make_message(thread, "My cat Mango sleeps all day")
+    agents.search_memory(user=owner, client="claude-desktop", query="Lyon", k=1)
+    agents.explain(user=owner, client="cursor", id=lyon.pk)
+    agents.explain(user=owner, client="cursor", id=cat.pk)
+    answer = agents.forget(user=owner, client="claude-desktop", base_url="http://x", ids=[lyon.pk, cat.pk])
+    page = open_page()
+    sign_in(page, "pia")
+
+    page.goto(f"/?deletion={answer['deletion']['id']}")
+    card = page.get_by_role("group", name="Forget request")
+    expect(card.locator("[data-agent-reads]")).to_have_text(
+        re.compile(
+            r"^Read by agents: cursor \(2 memories, 2 reads, last .+\); claude-desktop \(1 memory, 1 read, last .+\)\. "
+            r"DeLLM cannot erase their copies: ask them to forget too\.$"
+        )
+    )
+    expect(card.locator(f'.ditem[data-id="{lyon.pk}"] [data-read-by]')).to_have_text("read by cursor, claude-desktop")
+    expect(card.locator(f'.ditem[data-id="{cat.pk}"] [data-read-by]')).to_have_text("read by cursor")
+    screenshot(page, "chat-deletion-agent-reads")

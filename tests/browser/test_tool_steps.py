@@ -104,7 +104,6 @@ def test_tool_steps_are_drawn_as_such_and_the_deletion_preview_names_them(open_p
     expect(card.locator(".tool-note")).to_contain_text("3 tool steps will go")
     expect(card.locator(".ditem [data-tool-step]")).to_have_count(3)
     screenshot(page, "chat-tool-steps-deletion")
-    page.screenshot(path="/tmp/chat-tool-steps-deletion.png")
 
 
 def test_the_chat_page_shows_tool_calls_and_results_as_compact_lines_of_text(open_page, transactional_db):

@@ -6,6 +6,7 @@ import { el, plural, replaceChildren, snippet, toast } from "./dom.js";
 import { roleTag } from "./model.js";
 import { importedBadge, importedCascadeNote } from "./imported.js";
 import { toolStepBadge, toolStepsNote } from "./tool-steps.js";
+import { agentReadsNote, readByBadge, readersByMessage } from "./agent-reads.js";
 import { followRewrites, progressText, redactionEditor, regenerateChoice, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel, modePicker, pathLabel } from "./ui.js";
 
@@ -65,11 +66,12 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     const seqOf = (id) => found.get(id)?.seq;
     const matched = new Set(deletion.matched);
     const toolKinds = new Map((deletion.tool_steps || []).map((step) => [step.id, step.kind]));
+    const readers = readersByMessage(deletion.agent_reads);
     const items = ids.map((id) => {
       const message = found.get(id);
       const why = matched.has(id)
-        ? el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " matches your request")
-        : el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
+        ? el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), readByBadge(readers.get(id)), " matches your request")
+        : el("span", { class: "why" }, importedBadge(message), toolStepBadge(toolKinds.get(id)), readByBadge(readers.get(id)), " built from ", pathLabel(deletion.explanations[id] || [id], seqOf));
       return el(
         "li",
         { class: "ditem", dataset: { id } },
@@ -135,6 +137,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
       ),
       importedCascadeNote(deletion.imported_dependents?.length || 0),
       toolStepsNote(toolKinds.size),
+      agentReadsNote(deletion.agent_reads),
       list,
       more,
       form,

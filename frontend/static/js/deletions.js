@@ -1,6 +1,7 @@
 // The deletion history page: ids, counts and outcomes, never deleted text.
 import { api } from "./api.js";
 import { el, plural, replaceChildren, timeEl, toast } from "./dom.js";
+import { agentReadsNote } from "./agent-reads.js";
 import { progressText, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel } from "./ui.js";
 
@@ -92,14 +93,6 @@ function receipt(deletion) {
   );
 }
 
-// Which of its messages MCP clients read: copies outside DeLLM that it cannot erase.
-function agentReads(deletion) {
-  const reads = deletion.agent_reads;
-  if (!reads || !reads.count) return null;
-  const clients = [...new Set(reads.reads.map((read) => read.client))].join(", ");
-  return el("div", { class: "small warn-text", dataset: { agentReads: reads.count }, title: reads.note }, `Read by agents: ${clients} (${plural(reads.count, "read")}); their copies are outside DeLLM.`);
-}
-
 function row(deletion) {
   return el(
     "tr",
@@ -113,7 +106,7 @@ function row(deletion) {
       el("span", { class: `badge badge-${deletion.status}` }, STATUS_TEXT[deletion.status] || deletion.status),
       deletion.status === "scheduled" && deletion.expire_at ? el("div", { class: "muted small" }, "at ", timeEl(deletion.expire_at)) : null,
       receipt(deletion),
-      agentReads(deletion),
+      agentReadsNote(deletion.agent_reads, { tag: "div" }),
     ),
     el(
       "td",
