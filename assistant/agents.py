@@ -19,7 +19,7 @@ from typing import Any
 from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import SimpleRateThrottle
 
-from chat.models import Message
+from chat.models import INDEX_FIELDS, Message
 from chat.selectors import memory_search, message_get
 from chat.services import agent_access_get, memory_read_record, note_store
 from dellm_site.errors import DomainError, ValidationFailed
@@ -134,7 +134,11 @@ def explain(*, user: User, client: str, id: object) -> dict[str, Any]:
     throttle(user=user, scope="dependents")
     message = message_get(owner=user, message_id=message_id)
     dependents = message_dependents(owner=user, message_id=message_id)
-    sources = Message.objects.in_bulk([edge.source_id for edge in message.context_edges])
+    sources = (
+        Message.objects.filter(owner_id=user.pk)
+        .defer(*INDEX_FIELDS)
+        .in_bulk([edge.source_id for edge in message.context_edges])
+    )
     memory_read_record(owner_id=user.pk, client=client, tool="explain", message_ids=[message.pk])
     return {
         "id": message.pk,

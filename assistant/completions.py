@@ -63,7 +63,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from chat.indexing import messages_index_embed
-from chat.models import Message, Thread, Turn
+from chat.models import INDEX_FIELDS, Message, Thread, Turn
 from chat.quotas import chat_transcript_admit
 from chat.services import system_message_store, tool_results_turn_create, turn_create
 from chat.writer import Branch, SourcesRemoved, Supplied, transcripts_store
@@ -153,8 +153,10 @@ def _positioned(*, owner_id: int, thread_id: int) -> QuerySet[Message]:
     removed, keeps the position (its copy is dropped), and the client never
     saw the rewrite.
     """
-    return Message.objects.filter(owner_id=owner_id, thread_id=thread_id, replaces__isnull=True).exclude(
-        role=Message.Role.SYSTEM
+    return (
+        Message.objects.filter(owner_id=owner_id, thread_id=thread_id, replaces__isnull=True)
+        .exclude(role=Message.Role.SYSTEM)
+        .defer(*INDEX_FIELDS)
     )
 
 

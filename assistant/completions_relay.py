@@ -31,7 +31,7 @@ from assistant.completions_wire import (
     sse_data,
     usage,
 )
-from chat.models import ContextEdge, Message, Turn
+from chat.models import INDEX_FIELDS, ContextEdge, Message, Turn
 from dellm_site.event_streams import Watch, event_stream_response, on_db_briefly, watch_async, watch_sync
 
 # How often a waiting request reads the turn's state itself, in case a pub/sub
@@ -95,7 +95,9 @@ def turn_outcome(turn_id: int, owner_id: int) -> Outcome | None:
     # Read by (owner, id), not through the turn's foreign keys: each query then reads the owner's partition only.
     messages = {
         message.pk: message
-        for message in Message.objects.filter(owner_id=owner_id, pk__in=[turn.reply_id, turn.user_message_id])
+        for message in Message.objects.filter(owner_id=owner_id, pk__in=[turn.reply_id, turn.user_message_id]).defer(
+            *INDEX_FIELDS
+        )
     }
     turn.reply, turn.user_message = messages[turn.reply_id], messages[turn.user_message_id]
     # The memories: the question and the system prompt are not (the prompt's id is `dellm.system_message_id`).

@@ -194,6 +194,12 @@ class Message(OwnerPartitioned):
         return self.source_created_at or self.created_at
 
 
+# A message's index: its vector (parsed into a Python list of floats, one
+# object per dimension, for every row read) and its search vector. Reads that
+# show, compare or page messages never need them: `.defer(*INDEX_FIELDS)`
+# keeps a page of 50 from building 13,000 floats (lab/README.md, the soak).
+INDEX_FIELDS = ("embedding", "search")
+
 # When a message was said, as raw SQL over `chat_message` (unqualified: a
 # query that joins it keeps these two names its own): the rule of `Message.said_at`. Not a column:
 # an import stores the source's time in `source_created_at` and every other

@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 
 from chat.embeddings import embed_one
 from chat.llm import ContextItem
-from chat.models import LIVE_STATUSES, SAID_AT_SQL, ContextEdge, Message, Thread, Turn
+from chat.models import INDEX_FIELDS, LIVE_STATUSES, SAID_AT_SQL, ContextEdge, Message, Thread, Turn
 from chat.retrieval import NEIGHBOURS, hybrid_retrieve, neighbours_add
 from chat.vector_indexes import embedding_cast, vector_query_cursor
 from dellm_site.errors import NotFound, ValidationFailed
@@ -191,7 +191,7 @@ def thread_message_list(*, thread: Thread) -> QuerySet[Message]:
     `with_capped_edges` attaches their edges.
     """
     messages = Message.objects.filter(owner_id=thread.owner_id, thread=thread, status__in=LIVE_STATUSES)
-    return messages.annotate(position=Coalesce("place", "seq")).order_by("-position", "-seq")
+    return messages.defer(*INDEX_FIELDS).annotate(position=Coalesce("place", "seq")).order_by("-position", "-seq")
 
 
 def message_list(
@@ -205,7 +205,7 @@ def message_list(
         raise ValidationFailed(
             f"status must be one of {', '.join(MESSAGE_STATUS_FILTERS)}.", fields={"status": "unknown"}
         )
-    messages = Message.objects.filter(owner=owner).order_by("seq")
+    messages = Message.objects.filter(owner=owner).defer(*INDEX_FIELDS).order_by("seq")
     if thread_id is not None:
         messages = messages.filter(thread=thread_get(owner=owner, thread_id=thread_id))
     if status == "active":
@@ -218,7 +218,7 @@ def message_list(
 
 
 def message_get(*, owner: User, message_id: int) -> Message:
-    message = Message.objects.filter(owner=owner, pk=message_id).first()
+    message = Message.objects.filter(owner=owner, pk=message_id).defer(*INDEX_FIELDS).first()
     if message is None:
         raise NotFound(f"No message with id {message_id}.")
     return with_capped_edges([message], limit=settings.DELLM_MESSAGE_MAX_EDGES)[0]
@@ -337,7 +337,9 @@ def turn_get(*, owner: User, turn_id: int) -> Turn:
     if turn is None:
         raise NotFound(f"No turn with id {turn_id}.")
     # Read by (owner, id) rather than joined: a join by id alone would read every partition of the messages.
-    reply = Message.objects.filter(owner=owner, pk=turn.reply_id).first() if turn.reply_id else None
+    reply = (
+        Message.objects.filter(owner=owner, pk=turn.reply_id).defer(*INDEX_FIELDS).first() if turn.reply_id else None
+    )
     turn.reply = reply
     if reply is not None:
         with_edges([reply])
@@ -367,5 +369,5 @@ def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem
         model=settings.DELLM_EMBEDDING_MODEL,
         dim=0 if vector is None else len(vector),
     )
-    rows = Message.objects.in_bulk([item.id for item in items])
+    rows = Message.objects.filter(owner_id=owner_id).defer(*INDEX_FIELDS).in_bulk([item.id for item in items])
     return [(item, rows[item.id]) for item in items if item.id in rows]
