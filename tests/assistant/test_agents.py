@@ -265,3 +265,25 @@ def test_explain_says_why_of_a_tool_step_in_words(owner, thread):
         (steps["question"].pk, "the message it answers, or taken by position"),
         (steps["result"].pk, tool_why),
     ]
+
+
+def test_a_tool_results_words_are_never_found_by_search_memory(owner, thread, settings):
+    # Similarity off (a floor no cosine reaches) and any shared word enough: what is found, is found by its words.
+    settings.DELLM_CONTEXT_THRESHOLD = 1.01
+    settings.DELLM_LEXICAL_FLOOR = 0.01
+    steps = make_tool_steps(
+        thread,
+        question="What is the weather in Grenoble?",
+        arguments='{"station": "Quokkaberg"}',
+        result="Quokkaberg station: zorblax hail",
+        answer="Hail is expected in Grenoble.",
+    )
+
+    only_tool_words = agents.search_memory(user=owner, client=CLIENT, query="Quokkaberg zorblax", k=20)
+    with_memory = agents.search_memory(user=owner, client=CLIENT, query="zorblax hail Quokkaberg Grenoble", k=20)
+
+    assert only_tool_words == {"memories": []}
+    assert sorted(m["id"] for m in with_memory["memories"]) == sorted([steps["question"].pk, steps["answer"].pk])
+    assert list(MemoryRead.objects.values_list("message_ids", flat=True)) == [
+        sorted([steps["question"].pk, steps["answer"].pk])
+    ]
