@@ -15,9 +15,16 @@ from assistant.completions_wire import CompletionRequest, completion_id
 from chat.models import Message
 from provenance import services as deletions
 from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
+from provenance.selectors import TOOL_ANSWER, TOOL_CALL, TOOL_RESULT, tool_step_kinds
 
 # Seq numbers listed by a deletion preview answered in the chat.
 PREVIEW_LISTED = 10
+# A tool step in words (provenance.selectors.tool_step_kinds).
+TOOL_STEP_WORDS = {
+    TOOL_CALL: "a tool call",
+    TOOL_RESULT: "a tool result",
+    TOOL_ANSWER: "an answer written after tool results",
+}
 
 
 def without_deletion_requests(conversation: list[completions.Said]) -> list[completions.Said]:
@@ -77,7 +84,11 @@ def deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Comple
                 if deletion.dependent_ids
                 else ""
             )
-            + f". Review and confirm (or cancel) in DeLLM: {link}\n\n(This request was not stored.)"
+            + "."
+            + _tool_steps_sentence(
+                tool_step_kinds({*deletion.matched_ids, *deletion.dependent_ids}, owner_ids={owner.pk}), seqs
+            )
+            + f" Review and confirm (or cancel) in DeLLM: {link}\n\n(This request was not stored.)"
         )
     return Prepared(
         request=parsed,
@@ -96,4 +107,25 @@ def deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Comple
             "reply_id": None,
             "context": [],
         },
+    )
+
+
+def _tool_steps_sentence(kinds: dict[int, str], seqs: dict[int, int]) -> str:
+    """The sentence naming the tool steps that would go (`kinds`: id -> kind), with a leading space; "" if none.
+
+    A regeneration cannot run the client's tools again, so a tool step is
+    deleted even where the user asks to rewrite what was derived
+    (provenance/regeneration.py): the answer says so before they choose.
+    """
+    named = [f"#{seqs[pk]} ({TOOL_STEP_WORDS[kinds[pk]]})" for pk in sorted(kinds, key=seqs.__getitem__)]
+    if not named:
+        return ""
+    if len(named) > PREVIEW_LISTED:
+        listed = ", ".join(named[:PREVIEW_LISTED]) + f" and {len(named) - PREVIEW_LISTED} more"
+    else:
+        listed = " and ".join([", ".join(named[:-1]), named[-1]]) if len(named) > 1 else named[0]
+    many = len(named) > 1
+    return (
+        f" {listed} {'are tool steps' if many else 'is a tool step'}: {'they are' if many else 'it is'} deleted, "
+        "never regenerated, even if you choose to rewrite what was derived (DeLLM cannot run your tools again)."
     )
