@@ -171,3 +171,39 @@ def test_dellm_mcp_refuses_a_bad_token(owner):
     assert done.returncode == 1
     assert "not a valid DeLLM API token" in done.stderr
     assert json.dumps(done.stdout) == '""'
+
+
+def test_mcp_over_http_holds_a_body_to_the_ceiling_and_the_depth_limit(asgi_server, owner):
+    server = asgi_server()
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token_create(user=owner)[1]}",
+    }
+    big = b'{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"pad": "' + b"x" * 3_000_000 + b'"}}'
+
+    def chunked():
+        # No Content-Length: read as it comes, refused once past the ceiling.
+        for start in range(0, len(big), 64 * 1024):
+            yield big[start : start + 64 * 1024]
+
+    deep_params = '{"a": ' * 101 + "1" + "}" * 101
+    answers = [
+        httpx.post(f"{server.url}/mcp", content=body, headers=headers, timeout=60)
+        for body in (
+            big,
+            chunked(),
+            b"[" * 100_000,
+            # Valid JSON-RPC that the SDK would parse and answer: nested one level past DELLM_JSON_MAX_DEPTH.
+            f'{{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {deep_params}}}'.encode(),
+        )
+    ]
+
+    too_large = ("payload_too_large", "The request body is larger than this server accepts.")
+    too_deep = ("malformed_request", "JSON parse error - arrays and objects are nested more than 100 deep.")
+    assert [(r.status_code, r.json()["error"]["code"], r.json()["error"]["message"]) for r in answers] == [
+        (413, *too_large),
+        (413, *too_large),
+        (400, *too_deep),
+        (400, *too_deep),
+    ]
