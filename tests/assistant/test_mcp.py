@@ -14,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
+from chat.embeddings import embed_one
 from chat.models import MemoryRead, Message
 from dellm_site.auth import token_create
 from provenance import services as deletions
@@ -154,6 +155,31 @@ def test_mcp_over_stdio(owner, memories):
     session = anyio.run(run)
     assert session["preview"]["confirm_url"].startswith("http://127.0.0.1:8000/?deletion=")
     _check(session, paris, owner)
+
+
+def test_dellm_mcp_refuses_to_embed_with_another_model_than_the_accounts_vectors(owner, thread, settings):
+    import subprocess
+
+    make_message(thread, "I keep bees", embedding=embed_one("I keep bees"))
+    token = token_create(user=owner)[1]
+    environment = {**os.environ, "DATABASE_URL": helpers.test_database_url(), "DELLM_TOKEN": token}
+
+    # Started without the server's embedder settings: its model is not the one the memories are in.
+    done = subprocess.run(
+        [sys.executable, "manage.py", "dellm_mcp"],
+        cwd=ROOT,
+        env=environment | {"DELLM_EMBEDDING_MODEL": "another-model"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    assert (
+        f"This account's memories are embedded with '{settings.DELLM_EMBEDDING_MODEL}', but this process would embed "
+        "with 'another-model' (DELLM_EMBEDDER=offline): start dellm_mcp with the server's environment"
+    ) in " ".join(done.stderr.split())
+    assert done.stdout == ""
 
 
 def test_dellm_mcp_refuses_a_bad_token(owner):
