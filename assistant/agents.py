@@ -13,7 +13,6 @@ errors `<code>: <message>`); nothing is changed when one is raised.
 """
 
 import json
-from datetime import datetime
 from typing import Any
 
 from rest_framework.renderers import JSONRenderer
@@ -49,6 +48,7 @@ EDGE_WHY = {
     "transcript": "the conversation before it (a client's or an imported reply)",
     "system": "the system prompt it was written under",
     "agent": "an agent said it used it",
+    "tool": "the tool call it is the result of, or a tool result it used",
 }
 
 
@@ -83,8 +83,9 @@ def throttle(*, user: User, scope: str) -> None:
         raise Throttled(f"Too many {scope} calls; try again in {max(1, round(wait or 1))} s.")
 
 
-def _date(value: datetime) -> str:
-    return value.isoformat()
+def _date(message: Message) -> str:
+    """When it was said (`Message.said_at`): an imported message's time in its tool, else when DeLLM stored it."""
+    return message.said_at.isoformat()
 
 
 def _whole(value: object, name: str, low: int, high: int) -> int:
@@ -118,7 +119,7 @@ def search_memory(*, user: User, client: str, query: object, k: object = 5) -> d
                 "seq": message.seq,
                 "role": message.role,
                 "thread": message.thread_id,
-                "date": _date(message.created_at),
+                "date": _date(message),
                 "text": message.content,
                 "why": WHY.get(item.signal, item.signal),
                 "similarity": round(item.score, 4),
@@ -146,14 +147,14 @@ def explain(*, user: User, client: str, id: object) -> dict[str, Any]:
         "role": message.role,
         "status": message.status,
         "thread": message.thread_id,
-        "date": _date(message.created_at),
+        "date": _date(message),
         "text": message.content if message.is_live else "",
         "sources": [
             {
                 "id": edge.source_id,
                 "role": sources[edge.source_id].role,
                 "status": sources[edge.source_id].status,
-                "date": _date(sources[edge.source_id].created_at),
+                "date": _date(sources[edge.source_id]),
                 "why": EDGE_WHY.get(edge.signal, edge.signal),
             }
             for edge in message.context_edges
@@ -178,7 +179,7 @@ def remember(*, user: User, client: str, text: object, derived_from: object = No
         "seq": note.seq,
         "role": note.role,
         "thread": note.thread_id,
-        "date": _date(note.created_at),
+        "date": _date(note),
         "derived_from": sorted(set(used)),
     }
 

@@ -39,6 +39,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from assistant import completions
+from assistant.completions_deletions import deletion_answer, without_deletion_requests
 from assistant.completions_relay import (
     Prepared,
     answer_response,
@@ -53,13 +54,11 @@ from assistant.completions_relay import (
 from assistant.completions_wire import (
     CompletionError,
     CompletionRequest,
-    completion_id,
     completion_request_parse,
     model_ids,
     stream_refusal,
 )
 from chat import services
-from chat.models import Message
 from chat.streams import channel
 from chat.turn_tools import turn_tools_put
 from dellm_site.errors import DomainError
@@ -72,17 +71,12 @@ from dellm_site.event_streams import (
     subscribe_sync,
 )
 from dellm_site.json_body import json_parse
-from provenance import services as deletions
-from provenance.requests import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
+from provenance.requests import parse_deletion_request
 
 logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Seq numbers listed by a deletion preview answered in the chat.
-PREVIEW_LISTED = 10
-
 
 # --- Authentication and throttling -------------------------------------------
 
@@ -177,85 +171,6 @@ def _body(request: HttpRequest) -> object:
         raise CompletionError("We could not parse the JSON body of your request.") from None
 
 
-def _without_deletion_requests(conversation: list[completions.Said]) -> list[completions.Said]:
-    """The transcript less the deletion requests typed earlier and the previews that answered them.
-
-    Neither was ever stored, so neither holds a position in the thread.
-    """
-    kept: list[completions.Said] = []
-    skip_answer = False
-    for said in conversation:
-        if said.role == "user" and parse_deletion_request(said.text) is not None:
-            skip_answer = True
-            continue
-        if skip_answer and said.role == "assistant":
-            skip_answer = False
-            continue
-        skip_answer = False
-        kept.append(said)
-    return kept
-
-
-def _deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: CompletionRequest) -> Prepared:
-    deletion = deletions.deletion_preview(
-        owner=owner,
-        actor=owner,
-        mode=TYPED_REQUEST_MODE,
-        selector="request",
-        # The answer is a sentence and a link to the stored preview, which keeps
-        # no redaction text: one made here would be a model call nobody sees.
-        offer_redactions=False,
-        **resolve_deletion_request(owner=owner, text=text),
-    )
-    link = http.build_absolute_uri(f"/?deletion={deletion.pk}")
-    seqs = dict(
-        Message.objects.filter(owner=owner, pk__in=deletion.matched_ids + deletion.dependent_ids).values_list(
-            "pk", "seq"
-        )
-    )
-
-    def listed(ids: list[int]) -> str:
-        numbers = sorted(seqs[pk] for pk in ids if pk in seqs)
-        shown = ", ".join(f"#{seq}" for seq in numbers[:PREVIEW_LISTED])
-        return shown + (f" and {len(numbers) - PREVIEW_LISTED} more" if len(numbers) > PREVIEW_LISTED else "")
-
-    if deletion.total == 0:
-        answer = (
-            "Nothing in your DeLLM memory matches this request, so nothing would be deleted. "
-            "(This request was not stored.)"
-        )
-    else:
-        answer = (
-            f"Nothing has been deleted yet. Forgetting this would remove {deletion.total} "
-            f"message{'s' if deletion.total != 1 else ''} from your DeLLM memory: "
-            f"{listed(deletion.matched_ids)} matched"
-            + (
-                f", and {listed(deletion.dependent_ids)} derived from {'them' if deletion.matched_count != 1 else 'it'}"
-                if deletion.dependent_ids
-                else ""
-            )
-            + f". Review and confirm (or cancel) in DeLLM: {link}\n\n(This request was not stored.)"
-        )
-    return Prepared(
-        request=parsed,
-        owner_id=owner.pk,
-        answer=answer,
-        answer_id=completion_id(None, deletion.pk),
-        dellm={
-            "deletion_id": deletion.pk,
-            "deletion_url": link,
-            "matched": deletion.matched_ids,
-            "dependents": deletion.dependent_ids,
-            "thread_id": None,
-            "turn_id": None,
-            "message_id": None,
-            "system_message_id": None,
-            "reply_id": None,
-            "context": [],
-        },
-    )
-
-
 def _trailing_results(conversation: list[completions.Said]) -> list[completions.Said]:
     """The `tool` messages that end the conversation (the wire format checked they answer the calls before them)."""
     start = len(conversation)
@@ -274,7 +189,7 @@ def _admit(http: HttpRequest) -> tuple[User, CompletionRequest]:
 
 def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepared:
     """Store the turn (or preview a deletion) of an admitted request. Raises CompletionError."""
-    conversation = [*_without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
+    conversation = [*without_deletion_requests(parsed.conversation[:-1]), parsed.conversation[-1]]
     last = conversation[-1]
     try:
         if last.role == "tool":
@@ -288,7 +203,7 @@ def _store(http: HttpRequest, owner: User, parsed: CompletionRequest) -> Prepare
                 system=parsed.system,
             )
         elif parse_deletion_request(last.text) is not None:
-            return _deletion_answer(http, owner=owner, text=last.text, parsed=parsed)
+            return deletion_answer(http, owner=owner, text=last.text, parsed=parsed)
         else:
             started = completions.completion_turn_start(
                 owner=owner, thread_id=parsed.thread_id, conversation=conversation, system=parsed.system

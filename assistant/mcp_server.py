@@ -6,8 +6,10 @@ uvicorn's lifespan). Every HTTP request carries the user's DeLLM API token,
 `Authorization: Bearer <token>` (or `Token <token>`), checked like the API's
 (knox, dellm_site/auth.py) on each request, not only the first of a session:
 the user a tool acts for is the one whose token came with the call, and a
-request without a valid token is refused 401 before the SDK sees it. Over stdio
-(`manage.py dellm_mcp`) the user is fixed when the process starts.
+request without a valid token is refused 401 before the SDK sees it. So is a
+body over DATA_UPLOAD_MAX_MEMORY_SIZE (413) or nested deeper than
+DELLM_JSON_MAX_DEPTH (400), as at every other door (dellm_site/asgi_body.py).
+Over stdio (`manage.py dellm_mcp`) the user is fixed when the process starts.
 
 Each tool runs its synchronous logic on a pool thread that hands its database
 connection back at once (`on_db_briefly`, as the event streams do), and turns
@@ -32,6 +34,7 @@ from rest_framework import exceptions
 
 from assistant import agents
 from dellm_site.api import error_body
+from dellm_site.asgi_body import BodyRefused, body_replayed, json_body_read
 from dellm_site.auth import KEYWORDS, TokenAuthentication
 from dellm_site.errors import DomainError
 from dellm_site.event_streams import on_db_briefly
@@ -192,22 +195,39 @@ class HttpDoor:
         header = dict(scope.get("headers") or []).get(b"authorization", b"")
         user_id = await on_db_briefly(token_user)(header) if header else None
         if user_id is None:
-            await _refuse(send)
+            await _error(
+                send,
+                401,
+                "not_authenticated",
+                "Send your DeLLM API token: `Authorization: Bearer <token>`.",
+                headers=[(b"www-authenticate", b'Bearer realm="DeLLM"')],
+            )
             return
+        if scope.get("method") == "POST":
+            # The SDK would read any body whole and parse it at any depth: Django's ceilings first.
+            try:
+                body = await json_body_read(scope, receive)
+            except BodyRefused as refused:
+                await _error(send, refused.status, refused.code, refused.message)
+                return
+            if body is None:
+                return  # the client went away
+            receive = body_replayed(body, receive)
         await self.manager.handle_request({**scope, USER_KEY: user_id}, receive, send)
 
 
-async def _refuse(send: Send) -> None:
-    body = json.dumps(
-        error_body("not_authenticated", "Send your DeLLM API token: `Authorization: Bearer <token>`.")
-    ).encode()
+async def _error(
+    send: Send, status: int, code: str, message: str, *, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A refusal before the MCP layer, in the API's JSON error shape (docs/API.md, "Errors")."""
+    body = json.dumps(error_body(code, message)).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="DeLLM"'),
+                *(headers or []),
                 (b"content-length", str(len(body)).encode()),
             ],
         }

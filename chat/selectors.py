@@ -349,6 +349,25 @@ def turn_get(*, owner: User, turn_id: int) -> Turn:
 # --- Reads for agents (MCP, assistant/agents.py) -------------------------------
 
 
+def embedding_model_latest(*, owner_id: int) -> str:
+    """The model of the owner's newest vector, "" if they have none: the space the server embeds them in now.
+
+    A process that would embed with another model (`manage.py dellm_mcp`
+    started without the server's environment) would search and store notes
+    in the wrong space. Newest, not any: after an embedder switch, old
+    vectors wait for `manage.py reembed` while new messages already have the
+    new model's.
+    """
+    latest = (
+        Message.objects.filter(owner_id=owner_id, embedding__isnull=False)
+        .exclude(embedding_model="")
+        .order_by("-seq")
+        .values_list("embedding_model", flat=True)
+        .first()
+    )
+    return latest or ""
+
+
 def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem, Message]]:
     """The owner's live memories that a question `text` would bring into a reply's context, best first.
 

@@ -8,7 +8,9 @@ time linear in the body, and a body deeper than DELLM_JSON_MAX_DEPTH is
 refused as malformed before `json.loads` sees it.
 
 Used by the DRF parser of every `/api/` view (`JSONParser` below, set in
-REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]) and by `/v1/` (a plain Django view).
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]), by `/v1/` (a plain Django view) and,
+as the depth check alone, by `/mcp` (dellm_site/asgi_body.py), whose SDK then
+parses the body itself.
 """
 
 import json
@@ -66,16 +68,26 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def json_parse(raw: bytes | str) -> Any:
-    """The value of a JSON document, or ValueError (JSONTooDeep beyond DELLM_JSON_MAX_DEPTH).
+def json_text(raw: bytes | str) -> str:
+    """`raw` as text: bytes decoded as `json.loads` decodes them (UTF-8, -16 or -32, detected); ValueError if not."""
+    return raw.decode(json.detect_encoding(raw), "surrogatepass") if isinstance(raw, bytes) else raw
 
-    Bytes are decoded as `json.loads` does (UTF-8, -16 or -32, detected);
-    `NaN` and `Infinity` are refused, as JSON has neither.
-    """
-    text = raw.decode(json.detect_encoding(raw), "surrogatepass") if isinstance(raw, bytes) else raw
+
+def json_depth_check(text: str) -> None:
+    """Refuse (JSONTooDeep) a document nested deeper than DELLM_JSON_MAX_DEPTH, before any parser reads it."""
     limit = settings.DELLM_JSON_MAX_DEPTH
     if json_depth_exceeds(text, limit):
         raise JSONTooDeep(f"arrays and objects are nested more than {limit} deep")
+
+
+def json_parse(raw: bytes | str) -> Any:
+    """The value of a JSON document, or ValueError (JSONTooDeep beyond DELLM_JSON_MAX_DEPTH).
+
+    Bytes are decoded as `json.loads` does (`json_text`); `NaN` and
+    `Infinity` are refused, as JSON has neither.
+    """
+    text = json_text(raw)
+    json_depth_check(text)
     return json.loads(text, parse_constant=_no_constants)
 
 

@@ -8,8 +8,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Max
 
+from chat.embeddings import embed_one
 from chat.models import ContextEdge, Message, Thread
-from chat.writer import indexes_refresh
+from chat.writer import Source, Supplied, indexes_refresh, message_store, tool_results_store
 
 _names = itertools.count(1)
 
@@ -85,3 +86,37 @@ def unit_vector(seed: int, dim: int = 256) -> list[float]:
 SECRET_WORD = "Zanzibar-4471"
 SECRET = f"my tortoise is called {SECRET_WORD}"
 KEPT = "I like jasmine tea"
+
+
+def make_tool_steps(thread: Thread, *, question: str, arguments: str, result: str, answer: str) -> dict[str, Message]:
+    """A question, the model's tool call, the client's result and the answer that used it, as `/v1` stores them.
+
+    Through the writer (rule 3: the result derives from the call, the answer
+    from the result and the question), so the tool steps get their index as
+    any message does and, as at the `/v1` door, no vector; the question and
+    the answer are embedded.
+    """
+    owner_id = thread.owner_id
+    asked = message_store(
+        owner_id=owner_id, thread_id=thread.pk, role="user", content=question, embedding=embed_one(question)
+    )
+    call = message_store(
+        owner_id=owner_id,
+        thread_id=thread.pk,
+        role="assistant",
+        content="",
+        sources=[Source(id=asked.pk)],
+        tool_calls=[{"id": "call_1", "name": "lookup", "arguments": arguments}],
+    )
+    (tool_result,) = tool_results_store(
+        owner_id=owner_id, call_id=call.pk, results=[Supplied(role="tool", content=result, tool_call_id="call_1")]
+    )
+    answered = message_store(
+        owner_id=owner_id,
+        thread_id=thread.pk,
+        role="assistant",
+        content=answer,
+        embedding=embed_one(answer),
+        sources=[Source(id=asked.pk), Source(id=tool_result.pk, rank=1, score=1.0, signal="tool")],
+    )
+    return {"question": asked, "call": call, "result": tool_result, "answer": answered}

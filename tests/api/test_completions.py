@@ -16,7 +16,7 @@ from chat.embeddings import embed_one
 from chat.models import ContextEdge, Message, Thread, Turn
 from dellm_site.auth import token_create
 from provenance.models import DeletionRequest
-from tests.factories import make_edge, make_message, make_thread
+from tests.factories import make_edge, make_message, make_thread, make_tool_steps
 
 URL = "/v1/chat/completions"
 
@@ -436,6 +436,31 @@ def test_a_deletion_request_is_answered_with_the_preview_and_never_stored(v1, ow
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in streamed).startswith("Nothing has been deleted")
     assert streamed[-1]["choices"][0]["finish_reason"] == "stop"
     assert Message.objects.count() == 2
+
+
+def test_a_deletion_answer_names_the_tool_steps_that_go_and_says_they_are_never_regenerated(v1, owner):
+    steps = make_tool_steps(
+        make_thread(owner),
+        question="I live in Grenoble. Will it rain here?",
+        arguments='{"city": "Grenoble"}',
+        result="rain after noon",
+        answer="Yes, bring an umbrella.",
+    )
+    question, call, result, answer = (steps[name].seq for name in ("question", "call", "result", "answer"))
+
+    body = post(v1, ask("Forget that I live in Grenoble")).json()
+
+    deletion = DeletionRequest.objects.get()
+    assert body["choices"][0]["message"]["content"] == (
+        f"Nothing has been deleted yet. Forgetting this would remove 4 messages from your DeLLM memory: "
+        f"#{question} matched, and #{call}, #{result}, #{answer} derived from it. #{call} (a tool call), "
+        f"#{result} (a tool result) and #{answer} (an answer written after tool results) are tool steps: they "
+        f"are deleted, never regenerated, even if you choose to rewrite what was derived (DeLLM cannot run your "
+        f"tools again). Review and confirm (or cancel) in DeLLM: http://testserver/?deletion={deletion.pk}"
+        f"\n\n(This request was not stored.)"
+    )
+    one = post(v1, ask('Forget "umbrella"')).json()["choices"][0]["message"]["content"]
+    assert f"#{answer} matched. #{answer} (an answer written after tool results) is a tool step: it is deleted, " in one
 
 
 def test_a_replayed_deletion_request_and_its_preview_keep_no_position(v1, owner):

@@ -1,6 +1,8 @@
 """The MCP tools' logic (assistant/agents.py), called directly: isolation, limits, throttles, the read log,
 an agent's note in the graph, and what a deletion says about agents' reads."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from assistant import agents
@@ -11,7 +13,7 @@ from dellm_site.errors import NotFound, ValidationFailed
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
 from provenance.serializers import DeletionSerializer
-from tests.factories import make_message, make_thread
+from tests.factories import make_edge, make_message, make_thread, make_tool_steps
 
 pytestmark = pytest.mark.django_db
 
@@ -219,3 +221,69 @@ def test_an_agents_note_survives_dellms_own_export_and_import_with_its_edge(owne
         (paris.content, "agent")
     ]
     assert note["id"] != copied.pk
+
+
+def test_dates_are_when_it_was_said_an_imports_time_in_its_tool(owner, thread):
+    said = datetime(2019, 5, 7, 9, 30, tzinfo=UTC)
+    imported = make_message(
+        thread, "I adopted a greyhound called Comet", imported_from="chatgpt", source_created_at=said
+    )
+    later = said + timedelta(hours=1)
+    reply = make_message(thread, "What a fine dog.", role="assistant", imported_from="chatgpt", source_created_at=later)
+    make_edge(imported, reply)
+
+    found = agents.search_memory(user=owner, client=CLIENT, query="greyhound", k=5)
+    explained = agents.explain(user=owner, client=CLIENT, id=reply.pk)
+
+    assert [(m["id"], m["date"]) for m in found["memories"]] == [(imported.pk, "2019-05-07T09:30:00+00:00")]
+    assert (explained["date"], [(s["id"], s["date"]) for s in explained["sources"]]) == (
+        "2019-05-07T10:30:00+00:00",
+        [(imported.pk, "2019-05-07T09:30:00+00:00")],
+    )
+    # DeLLM's own message: said when it was stored.
+    own = make_message(thread, "Comet likes the beach")
+    assert agents.explain(user=owner, client=CLIENT, id=own.pk)["date"] == own.created_at.isoformat()
+
+
+def test_every_edge_signal_the_writer_stores_has_a_reason_in_words():
+    signals = ["", *ContextEdge.Signal.values]
+    assert sorted(agents.EDGE_WHY) == sorted(signals)
+    assert all(agents.EDGE_WHY[signal] not in ("", signal) for signal in signals)
+
+
+def test_explain_says_why_of_a_tool_step_in_words(owner, thread):
+    steps = make_tool_steps(
+        thread, question="Is it raining in Grenoble?", arguments='{"city": "Grenoble"}', result="rain", answer="Yes."
+    )
+
+    of_result = agents.explain(user=owner, client=CLIENT, id=steps["result"].pk)
+    of_answer = agents.explain(user=owner, client=CLIENT, id=steps["answer"].pk)
+
+    tool_why = "the tool call it is the result of, or a tool result it used"
+    assert [(s["id"], s["why"]) for s in of_result["sources"]] == [(steps["call"].pk, tool_why)]
+    assert sorted((s["id"], s["why"]) for s in of_answer["sources"]) == [
+        (steps["question"].pk, "the message it answers, or taken by position"),
+        (steps["result"].pk, tool_why),
+    ]
+
+
+def test_a_tool_results_words_are_never_found_by_search_memory(owner, thread, settings):
+    # Similarity off (a floor no cosine reaches) and any shared word enough: what is found, is found by its words.
+    settings.DELLM_CONTEXT_THRESHOLD = 1.01
+    settings.DELLM_LEXICAL_FLOOR = 0.01
+    steps = make_tool_steps(
+        thread,
+        question="What is the weather in Grenoble?",
+        arguments='{"station": "Quokkaberg"}',
+        result="Quokkaberg station: zorblax hail",
+        answer="Hail is expected in Grenoble.",
+    )
+
+    only_tool_words = agents.search_memory(user=owner, client=CLIENT, query="Quokkaberg zorblax", k=20)
+    with_memory = agents.search_memory(user=owner, client=CLIENT, query="zorblax hail Quokkaberg Grenoble", k=20)
+
+    assert only_tool_words == {"memories": []}
+    assert sorted(m["id"] for m in with_memory["memories"]) == sorted([steps["question"].pk, steps["answer"].pk])
+    assert list(MemoryRead.objects.values_list("message_ids", flat=True)) == [
+        sorted([steps["question"].pk, steps["answer"].pk])
+    ]

@@ -14,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
+from chat.embeddings import embed_one
 from chat.models import MemoryRead, Message
 from dellm_site.auth import token_create
 from provenance import services as deletions
@@ -156,6 +157,31 @@ def test_mcp_over_stdio(owner, memories):
     _check(session, paris, owner)
 
 
+def test_dellm_mcp_refuses_to_embed_with_another_model_than_the_accounts_vectors(owner, thread, settings):
+    import subprocess
+
+    make_message(thread, "I keep bees", embedding=embed_one("I keep bees"))
+    token = token_create(user=owner)[1]
+    environment = {**os.environ, "DATABASE_URL": helpers.test_database_url(), "DELLM_TOKEN": token}
+
+    # Started without the server's embedder settings: its model is not the one the memories are in.
+    done = subprocess.run(
+        [sys.executable, "manage.py", "dellm_mcp"],
+        cwd=ROOT,
+        env=environment | {"DELLM_EMBEDDING_MODEL": "another-model"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    assert (
+        f"This account's memories are embedded with '{settings.DELLM_EMBEDDING_MODEL}', but this process would embed "
+        "with 'another-model' (DELLM_EMBEDDER=offline): start dellm_mcp with the server's environment"
+    ) in " ".join(done.stderr.split())
+    assert done.stdout == ""
+
+
 def test_dellm_mcp_refuses_a_bad_token(owner):
     import subprocess
 
@@ -171,3 +197,39 @@ def test_dellm_mcp_refuses_a_bad_token(owner):
     assert done.returncode == 1
     assert "not a valid DeLLM API token" in done.stderr
     assert json.dumps(done.stdout) == '""'
+
+
+def test_mcp_over_http_holds_a_body_to_the_ceiling_and_the_depth_limit(asgi_server, owner):
+    server = asgi_server()
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token_create(user=owner)[1]}",
+    }
+    big = b'{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"pad": "' + b"x" * 3_000_000 + b'"}}'
+
+    def chunked():
+        # No Content-Length: read as it comes, refused once past the ceiling.
+        for start in range(0, len(big), 64 * 1024):
+            yield big[start : start + 64 * 1024]
+
+    deep_params = '{"a": ' * 101 + "1" + "}" * 101
+    answers = [
+        httpx.post(f"{server.url}/mcp", content=body, headers=headers, timeout=60)
+        for body in (
+            big,
+            chunked(),
+            b"[" * 100_000,
+            # Valid JSON-RPC that the SDK would parse and answer: nested one level past DELLM_JSON_MAX_DEPTH.
+            f'{{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {deep_params}}}'.encode(),
+        )
+    ]
+
+    too_large = ("payload_too_large", "The request body is larger than this server accepts.")
+    too_deep = ("malformed_request", "JSON parse error - arrays and objects are nested more than 100 deep.")
+    assert [(r.status_code, r.json()["error"]["code"], r.json()["error"]["message"]) for r in answers] == [
+        (413, *too_large),
+        (413, *too_large),
+        (400, *too_deep),
+        (400, *too_deep),
+    ]

@@ -2,7 +2,9 @@ import numpy as np
 import pytest
 
 from chat.embeddings import OpenAIEmbedder, get_embedder
+from chat.selectors import embedding_model_latest
 from dellm_site.errors import UpstreamFailed
+from tests.factories import make_message, make_thread, unit_vector
 from tests.fake_openai import _embeddings
 
 
@@ -52,3 +54,14 @@ def test_openai_embedder_marks_rate_limits_transient(openai_server):
     with pytest.raises(UpstreamFailed) as error:
         OpenAIEmbedder(model="text-embedding-3-small", dim=8).embed(["a"])
     assert error.value.transient
+
+
+def test_the_latest_embedding_model_is_the_owners_newest_vectors(owner, thread, other_owner):
+    assert embedding_model_latest(owner_id=owner.pk) == ""
+    make_message(thread, "old words", embedding=unit_vector(1), embedding_model="old-model")
+    make_message(thread, "new words", embedding=unit_vector(2), embedding_model="new-model")
+    # Newer, but no vector: a tool step, a system prompt, a purged tombstone.
+    make_message(thread, "", role="assistant", tool_calls=[{"id": "c1", "name": "f", "arguments": "{}"}])
+    make_message(make_thread(other_owner), "theirs", embedding=unit_vector(3), embedding_model="their-model")
+
+    assert embedding_model_latest(owner_id=owner.pk) == "new-model"

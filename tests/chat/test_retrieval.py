@@ -5,9 +5,16 @@ from django.db import connection
 
 from chat.models import Message
 from chat.partitions import partition_index
-from chat.retrieval import CONTEXT_WEIGHT, LEXICAL_FLOOR, OWNER_SEARCH, lexical_neighbours, query_terms
+from chat.retrieval import (
+    CONTEXT_WEIGHT,
+    LEXICAL_FLOOR,
+    NEIGHBOUR_MODES,
+    OWNER_SEARCH,
+    lexical_neighbours,
+    query_terms,
+)
 from chat.selectors import context_retrieve
-from tests.factories import make_message, make_thread, unit_vector
+from tests.factories import make_message, make_thread, make_tool_steps, unit_vector
 
 FILLER = [
     "The weather was grey all day.",
@@ -195,3 +202,37 @@ def test_a_system_prompt_is_no_lexical_neighbour(owner, thread, history):
     terms = query_terms(owner_id=owner.pk, text="dog Rex beagle")
     assert lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.1) == {history["dog"].pk}
     assert prompt.pk not in lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.0)
+
+
+@pytest.mark.parametrize(
+    ("policy", "neighbours"),
+    [
+        *((policy, mode) for policy in ("relevant", "vector", "lexical") for mode in NEIGHBOUR_MODES),
+        ("window", None),
+        ("full", None),
+    ],
+)
+def test_a_tool_steps_words_never_bring_it_into_a_context(owner, policy, neighbours):
+    steps = make_tool_steps(
+        make_thread(owner),
+        question="What is the weather in Grenoble?",
+        arguments='{"station": "Quokkaberg"}',
+        result="Quokkaberg station: zorblax hail",
+        answer="Hail is expected in Grenoble.",
+    )
+    asked = make_message(make_thread(owner), "Quokkaberg zorblax weather?", embedding=unit_vector(5))
+    # Never embedded at any door; given the question's own vector here, so that the similarity side's own filter
+    # is what keeps them out, as the full-text side's keeps out the words they are indexed by.
+    Message.objects.filter(pk__in=[steps["call"].pk, steps["result"].pk]).update(
+        embedding=asked.embedding, embedding_model=asked.embedding_model
+    )
+
+    # Any cosine passes, any shared word too.
+    items = context_retrieve(
+        message=asked, policy=policy, k=10, threshold=-1.0, window=10, lexical_floor=0.01, neighbours=neighbours
+    )
+
+    # The question and its answer are found by "weather" (the answer's index holds the turn it follows), by
+    # similarity or by position; the answer is the question's next neighbour too, past the tool steps. The tool
+    # steps are found by nothing.
+    assert sorted(item.id for item in items) == sorted([steps["question"].pk, steps["answer"].pk])

@@ -216,3 +216,42 @@ def test_a_tool_call_without_streaming_and_parallel_calls(upstream, live_server,
     assert sorted(ContextEdge.objects.filter(signal="tool").values_list("source_id", "target_id", "rank")) == sorted(
         [(call, results[0].pk, 1), (call, results[1].pk, 0), (results[0].pk, reply, 2), (results[1].pk, reply, 3)]
     )
+
+
+def test_the_offline_responder_offered_tools_answers_in_text(start_worker, asgi_server, owner, token):
+    from dellm_site.celery import app as celery_app
+
+    start_worker({"DELLM_LLM": "offline"})
+    url = asgi_server({"DELLM_CELERY_QUEUE": celery_app.conf.task_default_queue}).url
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0, timeout=60) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="dellm", messages=[{"role": "user", "content": FACT}], tools=TOOLS, tool_choice="auto"
+        )
+        done = raw.parse()
+        text, calls, finish, dellm = streamed(
+            client,
+            [
+                {"role": "user", "content": FACT},
+                {"role": "assistant", "content": done.choices[0].message.content},
+                {"role": "user", "content": QUESTION},
+            ],
+            tools=TOOLS,
+            tool_choice="required",
+        )
+
+    assert raw.status_code == 200
+    choice = done.choices[0]
+    assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) == (
+        f"Noted: {FACT}",
+        None,
+        "stop",
+    )
+    assert (text, calls, finish) == (f"From what you told me: “{FACT}”", [], "stop")
+    assert dellm["thread_id"] == done.model_extra["dellm"]["thread_id"]
+    assert list(Message.objects.filter(owner=owner).values_list("role", "content", "tool_calls")) == [
+        ("user", FACT, None),
+        ("assistant", f"Noted: {FACT}", None),
+        ("user", QUESTION, None),
+        ("assistant", text, None),
+    ]
+    assert not ContextEdge.objects.filter(signal="tool").exists()

@@ -5,6 +5,13 @@ The user is the owner of a DeLLM API token, `--token` or the environment's
 to every user of the machine). The token is checked once, at start; the
 server then acts for that user until the client closes stdin. Log lines go
 to stderr (stdout is the protocol).
+
+It must run with the server's whole environment (README, "Connect an agent
+(MCP)"): without its REDIS_URL it would start an embedded Redis of its own
+(separate throttles, and tasks no worker reads), and without its embedder
+settings it would embed with the offline model, in another vector space than
+the stored memories. That one it checks: it refuses to start when the
+account's newest vector is of another model than the one it would embed with.
 """
 
 import os
@@ -15,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from assistant.mcp_server import build_server, token_user
+from chat.selectors import embedding_model_latest
 
 
 class Command(BaseCommand):
@@ -33,5 +41,13 @@ class Command(BaseCommand):
         user_id = token_user(b"Bearer " + token.encode())
         if user_id is None:
             raise CommandError("This token is not a valid DeLLM API token (expired, revoked or mistyped).")
+        stored = embedding_model_latest(owner_id=user_id)
+        if stored and stored != settings.DELLM_EMBEDDING_MODEL:
+            raise CommandError(
+                f"This account's memories are embedded with {stored!r}, but this process would embed with "
+                f"{settings.DELLM_EMBEDDING_MODEL!r} (DELLM_EMBEDDER={settings.DELLM_EMBEDDER}): start dellm_mcp "
+                "with the server's environment (its .env: DELLM_EMBEDDER, DELLM_EMBEDDING_MODEL, OPENAI_API_KEY, "
+                "OPENAI_BASE_URL, REDIS_URL, ...). After switching embedders, run `manage.py reembed --only-stale`."
+            )
         server = build_server(user_id=user_id, base_url=options["url"] or settings.DELLM_PUBLIC_URL)
         anyio.run(server.run_stdio_async)
