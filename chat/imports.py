@@ -137,15 +137,28 @@ def _check_size(data: bytes | IO[bytes]) -> None:
         )
 
 
-def history_parse(*, data: bytes | IO[bytes], format: str | None = None, outline: bool = False) -> ParseResult:
+def history_parse(
+    *,
+    data: bytes | IO[bytes],
+    format: str | None = None,
+    outline: bool = False,
+    reopen: Callable[[], bytes | IO[bytes]] | None = None,
+) -> ParseResult:
     """Parse an upload under the configured limits, as a stream; a file that cannot be read is a 400/413.
 
     `outline`: a ChatGPT or Claude list keeps no messages, and the import
-    reads them back from `data` a batch at a time (`parse_file`).
+    reads them back a batch at a time, from `reopen()` or else from `data` (`parse_file`).
     """
     _check_size(data)
     try:
-        return parse_file(data, format=format, limits=import_limits(), zip_limits=import_zip_limits(), outline=outline)
+        return parse_file(
+            data,
+            format=format,
+            limits=import_limits(),
+            zip_limits=import_zip_limits(),
+            outline=outline,
+            reopen=reopen,
+        )
     except ImportFormatError as exc:
         raise ValidationFailed(exc.message, fields={exc.field: exc.message}) from None
 
@@ -501,10 +514,12 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     if upload is None:
         return _job_finish(job, error="The uploaded file is gone; upload it again.")
     try:
-        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream from here on,
-        # a ChatGPT or Claude list once whole for its outline, then a batch of conversations at a
-        # time as they land (the parse keeps the bytes for that).
-        parsed = history_parse(data=upload, format=job.format or None, outline=True)
+        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream, a ChatGPT or
+        # Claude list once whole for its outline, then, fetched again for each pass, a batch of
+        # conversations at a time as they land: the bytes are not held while a batch lands.
+        parsed = history_parse(
+            data=upload, format=job.format or None, outline=True, reopen=lambda: _upload_again(job_id)
+        )
         del upload
         if job.format != parsed.format:
             job.format = parsed.format
@@ -534,6 +549,14 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
         _job_finish(job, error="Something went wrong during the import; what was imported stays.")
         raise
     return _job_finish(job, error="")
+
+
+def _upload_again(job_id: int) -> bytes:
+    upload = upload_read(job_id=job_id)
+    if upload is None:
+        # Swept while it ran (import_jobs_sweep); what landed stays, and importing the file again adds the rest.
+        raise NotFound("The uploaded file is gone; upload it again.")
+    return upload
 
 
 def errors_capped(errors: list[dict[str, str | None]]) -> list[dict[str, str | None]]:

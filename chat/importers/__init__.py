@@ -12,7 +12,7 @@ web request: the zip's headers and the first `PEEK_BYTES` of the text.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any, NoReturn
 
 from chat.importers import chatgpt, claude, dellm, jsonl
@@ -102,6 +102,7 @@ def parse_file(
     limits: Limits | None = None,
     zip_limits: ZipLimits | None = None,
     outline: bool = False,
+    reopen: Callable[[], bytes | IO[bytes]] | None = None,
 ) -> ParseResult:
     """Detect (or take) the format and parse; a file that cannot be read raises ImportFormatError.
 
@@ -114,26 +115,42 @@ def parse_file(
     `outline=True`: a ChatGPT or Claude list is read whole, every limit and
     conversation checked as before, but each conversation is kept only as
     its `Outline`; `ParseResult.read(positions)` parses the conversations at
-    those positions again from `data` (which must stay as it is), building
-    nothing of the others. Other formats are parsed as without it.
+    those positions again, building nothing of the others, from `reopen()`
+    (the same bytes, fetched again for each read) or else from `data`, which
+    must then stay as it is. Other formats are parsed as without it.
     """
     limits = limits or Limits()
-    payload, format = _payload(data, format, zip_limits or ZipLimits())
+    zip_limits = zip_limits or ZipLimits()
+    payload, format = _payload(data, format, zip_limits)
     if format == "jsonl":
         return jsonl.parse(lines(payload, limits), limits)
+
+    if reopen is None:
+
+        def again() -> Payload:
+            return payload
+
+    else:
+
+        def again() -> Payload:
+            # Not `payload`: this closure must not keep the first copy of the bytes alive.
+            return _payload(reopen(), None, zip_limits)[0]
+
     try:
-        return _parse_json(payload, format, limits, outline)
+        return _parse_json(payload, format, limits, again if outline else None)
     except NotJSON:
         if format is None and jsonl.looks_like(lines(payload, limits)):
             return jsonl.parse(lines(payload, limits), limits)
         raise ImportFormatError(NEITHER, field="file") from None
 
 
-def _parse_json(payload: Payload, format: str | None, limits: Limits, outline: bool = False) -> ParseResult:
+def _parse_json(
+    payload: Payload, format: str | None, limits: Limits, outline: Callable[[], Payload] | None = None
+) -> ParseResult:
     it = events(payload.chunks())
     event, value = next(it, ("end", None))
     if event == "start_array" and format in (None, "chatgpt", "claude"):
-        return _parse_list(it, format, limits, payload if outline else None)
+        return _parse_list(it, format, limits, outline)
     if event == "start_map" and format in (None, "dellm"):
         schema = dellm.schema(limits) if format == "dellm" else union(dellm.schema(limits), jsonl.LINE)
         document = build(it, event, value, schema)
@@ -155,11 +172,14 @@ def _parse_json(payload: Payload, format: str | None, limits: Limits, outline: b
 
 
 def _parse_list(
-    it: Iterator[tuple[str, Any]], format: str | None, limits: Limits, outline: Payload | None = None
+    it: Iterator[tuple[str, Any]],
+    format: str | None,
+    limits: Limits,
+    outline: Callable[[], Payload] | None = None,
 ) -> ParseResult:
     """A list of ChatGPT or Claude conversations, each parsed as soon as it is read; the first decides the format.
 
-    `outline`: the payload, to read the conversations again from (`parse_file(outline=True)`).
+    `outline`: where to read the conversations again from (`parse_file(outline=True)`).
     """
     event, value = next(it)
     if event == "end_array":
@@ -196,10 +216,10 @@ def _parse_list(
     drain(it)
     result = collector.finish()
     if outline is not None:
-        payload, fmt = outline, format
+        again, fmt = outline, format
 
         def read(positions: Collection[int]) -> dict[int, Conversation]:
-            return _read_list(payload, fmt, limits, first_schema, positions)
+            return _read_list(again(), fmt, limits, first_schema, positions) if positions else {}
 
         result.read = read
     return result

@@ -335,6 +335,8 @@ def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_olde
     passes = []
     read_list = chat.importers._read_list
     monkeypatch.setattr(chat.importers, "_read_list", lambda *args: passes.append(sorted(args[-1])) or read_list(*args))
+    fetched = []
+    monkeypatch.setattr(imports, "upload_read", lambda job_id: fetched.append(job_id) or upload_read(job_id=job_id))
     # Two messages a pass: one conversation each.
     monkeypatch.setattr(imports, "READ_MESSAGES", 2)
     with django_capture_on_commit_callbacks(execute=True):
@@ -343,6 +345,8 @@ def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_olde
     assert (job.status, job.conversations_total, job.messages_total, job.messages_imported) == ("done", 3, 6, 6)
     # The file lists the newest first: positions 2, 1, 0 land in that order.
     assert passes == [[2], [1], [0]]
+    # The upload is fetched for the outline, then again for each pass, not held while a batch lands.
+    assert fetched == [job.pk] * 4
     assert list(Message.objects.filter(owner=owner).order_by("seq").values_list("seq", "source_id")) == [
         (1, "c0-m0"),
         (2, "c0-m1"),
@@ -350,6 +354,30 @@ def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_olde
         (4, "c1-m1"),
         (5, "c2-m0"),
         (6, "c2-m1"),
+    ]
+
+
+def test_an_upload_gone_between_passes_fails_the_job_and_keeps_what_landed(
+    owner, monkeypatch, django_capture_on_commit_callbacks
+):
+    fetched = []
+
+    def read_until_swept(job_id):
+        fetched.append(job_id)
+        # The outline and the first pass find it; then the sweep has deleted it.
+        return upload_read(job_id=job_id) if len(fetched) <= 2 else None
+
+    monkeypatch.setattr(imports, "upload_read", read_until_swept)
+    # A conversation a pass, and each lands (and is embedded) before the next pass.
+    monkeypatch.setattr(imports, "READ_MESSAGES", 2)
+    monkeypatch.setattr(imports, "EMBED_BATCH", 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = imports.import_job_create(owner=owner, data=long_chatgpt(conversations=3, messages=2, chars=10))
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("failed", "The uploaded file is gone; upload it again.")
+    assert list(Message.objects.filter(owner=owner).order_by("seq").values_list("source_id", flat=True)) == [
+        "c0-m0",
+        "c0-m1",
     ]
 
 
