@@ -10,7 +10,7 @@ vectors are only ever compared with vectors of the same model.
 
 import functools
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -33,9 +33,36 @@ class Embedder(Protocol):
         ...
 
 
+# WordLlama's own `embed` pads each batch of 64 texts to its longest, with no
+# truncation, and gathers a texts x tokens x 256 float32 array (twice: the
+# masked copy): 8 messages of 100,000 characters (25,000 tokens each, the
+# import allows such) took a process from 175 to 607 MB, so a batch of 64
+# about 3.5 GB (tests/chat/test_embeddings.py). Here each text is pooled on its own,
+# at most TOKENS_AT_ONCE tokens gathered at a time, and texts are tokenized
+# in groups of at most TOKENIZE_BYTES (a token is at least one byte of
+# UTF-8), so memory is bounded whatever the texts; the vectors are WordLlama's
+# bit for bit (the same float32 sums, in the same order).
+TOKENS_AT_ONCE = 4096
+TOKENIZE_BYTES = 256 * 1024
+
+
+def _groups(texts: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Consecutive texts of at most TOKENIZE_BYTES of UTF-8 together (one text alone if longer), with their start."""
+    start, size = 0, 0
+    for index, text in enumerate(texts):
+        length = len(text.encode())
+        if index > start and size + length > TOKENIZE_BYTES:
+            yield start, texts[start:index]
+            start, size = index, 0
+        size += length
+    if start < len(texts):
+        yield start, texts[start:]
+
+
 class WordLlamaEmbedder:
     def __init__(self, *, cache_dir: Path):
         import wordllama
+        from tokenizers import Tokenizer
         from wordllama import WordLlama
 
         # The wheel ships its tokenizer under wordllama/tokenizers/, but the
@@ -49,9 +76,28 @@ class WordLlamaEmbedder:
         self._model = WordLlama.load(dim=256, cache_dir=cache_dir, disable_download=True)
         self.model_name = "wordllama-l2_supercat-256"
         self.dim = 256
+        # The model's tokenizer pads every batch; this copy does not (`_pooled`).
+        self._tokenizer = Tokenizer.from_str(self._model.tokenizer.to_str())
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+
+    def _pooled(self, texts: list[str]) -> np.ndarray:
+        """WordLlama's mean of each text's token vectors (`embed(texts, norm=False)`), in bounded memory."""
+        table = self._model.embedding
+        pooled = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for start, group in _groups(texts):
+            for offset, encoding in enumerate(self._tokenizer.encode_batch(group, add_special_tokens=False)):
+                ids = np.asarray(encoding.ids, dtype=np.int32)
+                np.clip(ids, 0, table.shape[0] - 1, out=ids)
+                total = pooled[start + offset]
+                for at in range(0, len(ids), TOKENS_AT_ONCE):
+                    # Summed on from the running total, row by row as WordLlama's one sum over the tokens.
+                    total = np.sum(np.vstack([total, table[ids[at : at + TOKENS_AT_ONCE]]]), axis=0, dtype=np.float32)
+                pooled[start + offset] = total / np.float32(max(len(ids), 1))
+        return pooled
 
     def embed(self, texts: list[str]) -> list[list[float] | None]:
-        vectors = np.asarray(self._model.embed(list(texts), norm=False), dtype=np.float64)
+        vectors = np.asarray(self._pooled(list(texts)), dtype=np.float64)
         norms = np.linalg.norm(vectors, axis=1)
         # A text without known tokens embeds to zero; its cosine similarity
         # would be NaN, which PostgreSQL sorts above every threshold.

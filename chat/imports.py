@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import IO, Any
@@ -49,6 +49,7 @@ from chat.importers import (
     ImportedMessage,
     ImportFormatError,
     Limits,
+    Outline,
     ParseResult,
     ZipLimits,
     parse_file,
@@ -68,6 +69,13 @@ logger = logging.getLogger(__name__)
 # Conversations whose new messages are embedded in one call: WordLlama's cost
 # is per call as much as per text, and 10,000 one-message calls are slow.
 EMBED_BATCH = 512
+# A list read in outline (the worker's) is read back from the file in
+# landing order, at most this many messages and characters of text a pass
+# (always one conversation at least): what the worker holds of the file's
+# text. A file of DELLM_IMPORT_MAX_MESSAGES long messages takes about a dozen
+# passes, each a few seconds of parsing (lab/README.md, import memory).
+READ_MESSAGES = 10_000
+READ_CHARS = 8_000_000
 # How often a running job saves its counts (and the SSE stream sees them).
 PROGRESS_INTERVAL_S = 0.25
 # The counters of an import job that its progress saves (and the stream shows).
@@ -129,11 +137,28 @@ def _check_size(data: bytes | IO[bytes]) -> None:
         )
 
 
-def history_parse(*, data: bytes | IO[bytes], format: str | None = None) -> ParseResult:
-    """Parse an upload under the configured limits, as a stream; a file that cannot be read is a 400/413."""
+def history_parse(
+    *,
+    data: bytes | IO[bytes],
+    format: str | None = None,
+    outline: bool = False,
+    reopen: Callable[[], bytes | IO[bytes]] | None = None,
+) -> ParseResult:
+    """Parse an upload under the configured limits, as a stream; a file that cannot be read is a 400/413.
+
+    `outline`: a ChatGPT or Claude list keeps no messages, and the import
+    reads them back a batch at a time, from `reopen()` or else from `data` (`parse_file`).
+    """
     _check_size(data)
     try:
-        return parse_file(data, format=format, limits=import_limits(), zip_limits=import_zip_limits())
+        return parse_file(
+            data,
+            format=format,
+            limits=import_limits(),
+            zip_limits=import_zip_limits(),
+            outline=outline,
+            reopen=reopen,
+        )
     except ImportFormatError as exc:
         raise ValidationFailed(exc.message, fields={exc.field: exc.message}) from None
 
@@ -226,6 +251,41 @@ def _imported_threads(owner_id: int, source: str, keys: list[str]) -> dict[str, 
     return {stored[thread.source_id]: thread for thread in rows}
 
 
+def _landing_order(outline: Outline | Conversation) -> tuple[bool, Any]:
+    # Exports list the newest conversation first; sequence numbers (and
+    # the thread list) should follow the conversations' own order.
+    return (outline.created_at is None, outline.created_at or 0)
+
+
+def _conversations(parsed: ParseResult) -> Iterator[Conversation]:
+    """The conversations in the order they land; a list read in outline is read back a batch at a time."""
+    if parsed.outlines is None:
+        parsed.conversations.sort(key=_landing_order)
+        yield from parsed.conversations
+        return
+    assert parsed.read is not None  # an outline comes with its reader
+    batch: list[Outline] = []
+    messages = chars = 0
+    for outline in sorted(parsed.outlines, key=_landing_order):
+        if batch and (messages + outline.messages > READ_MESSAGES or chars + outline.chars > READ_CHARS):
+            yield from _read_back(parsed.read, batch)
+            batch, messages, chars = [], 0, 0
+        batch.append(outline)
+        messages += outline.messages
+        chars += outline.chars
+    if batch:
+        yield from _read_back(parsed.read, batch)
+
+
+def _read_back(
+    read: Callable[[Collection[int]], dict[int, Conversation]], batch: list[Outline]
+) -> Iterator[Conversation]:
+    found = read([outline.position for outline in batch])
+    for outline in batch:
+        # Handed on and forgotten: the batch is held only until its last conversation has landed.
+        yield found.pop(outline.position)
+
+
 def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
     """Groups of units whose new messages are embedded together, once stored."""
     if parsed.edges is not None:
@@ -233,7 +293,7 @@ def _units(parsed: ParseResult) -> Iterator[list[_Unit]]:
         return
     group: list[_Unit] = []
     size = 0
-    for conversation in parsed.conversations:
+    for conversation in _conversations(parsed):
         group.append(_Unit(conversations=[conversation], edges=None))
         size += len(conversation.messages)
         if size >= EMBED_BATCH:
@@ -263,7 +323,7 @@ def history_import(
     each conversation whole, and importing the file again later adds the rest.
     """
     progress = ImportProgress(
-        conversations_total=len(parsed.conversations) + len(parsed.errors),
+        conversations_total=parsed.conversation_count + len(parsed.errors),
         conversations_failed=len(parsed.errors),
         conversations_done=len(parsed.errors),
         messages_total=parsed.message_count,
@@ -271,10 +331,6 @@ def history_import(
     )
     if on_progress is not None:
         on_progress(progress)
-    if parsed.edges is None:
-        # Exports list the newest conversation first; sequence numbers (and
-        # the thread list) should follow the conversations' own order.
-        parsed.conversations.sort(key=lambda c: (c.created_at is None, c.created_at or 0))
     seen_threads: set[int] = set()
     allowance = ImportAllowance.start(owner_id=owner_id)
     for group in _units(parsed):
@@ -458,8 +514,12 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     if upload is None:
         return _job_finish(job, error="The uploaded file is gone; upload it again.")
     try:
-        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream from here on.
-        parsed = history_parse(data=upload, format=job.format or None)
+        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream, a ChatGPT or
+        # Claude list once whole for its outline, then, fetched again for each pass, a batch of
+        # conversations at a time as they land: the bytes are not held while a batch lands.
+        parsed = history_parse(
+            data=upload, format=job.format or None, outline=True, reopen=lambda: _upload_again(job_id)
+        )
         del upload
         if job.format != parsed.format:
             job.format = parsed.format
@@ -489,6 +549,14 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
         _job_finish(job, error="Something went wrong during the import; what was imported stays.")
         raise
     return _job_finish(job, error="")
+
+
+def _upload_again(job_id: int) -> bytes:
+    upload = upload_read(job_id=job_id)
+    if upload is None:
+        # Swept while it ran (import_jobs_sweep); what landed stays, and importing the file again adds the rest.
+        raise NotFound("The uploaded file is gone; upload it again.")
+    return upload
 
 
 def errors_capped(errors: list[dict[str, str | None]]) -> list[dict[str, str | None]]:

@@ -11,7 +11,8 @@ web request: the zip's headers and the first `PEEK_BYTES` of the text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Collection, Iterator
 from typing import IO, Any, NoReturn
 
 from chat.importers import chatgpt, claude, dellm, jsonl
@@ -24,6 +25,7 @@ from chat.importers.base import (
     ImportedMessage,
     ImportFormatError,
     Limits,
+    Outline,
     ParseResult,
 )
 from chat.importers.schema import SKIP, union
@@ -42,6 +44,7 @@ __all__ = [
     "ImportedEdge",
     "ImportedMessage",
     "Limits",
+    "Outline",
     "ParseResult",
     "ZipLimits",
     "parse_file",
@@ -98,31 +101,56 @@ def parse_file(
     format: str | None = None,
     limits: Limits | None = None,
     zip_limits: ZipLimits | None = None,
+    outline: bool = False,
+    reopen: Callable[[], bytes | IO[bytes]] | None = None,
 ) -> ParseResult:
     """Detect (or take) the format and parse; a file that cannot be read raises ImportFormatError.
 
     Held at once: the conversations parsed so far (their messages' text and
     ids) and the fields of the one being read; DeLLM's export, one unit, is
     held whole in those fields (its threads, messages and edges are counted
-    past their limits without being built).
+    past their limits without being built), and so is a JSONL file (a
+    conversation's lines may lie anywhere in it).
+
+    `outline=True`: a ChatGPT or Claude list is read whole, every limit and
+    conversation checked as before, but each conversation is kept only as
+    its `Outline`; `ParseResult.read(positions)` parses the conversations at
+    those positions again, building nothing of the others, from `reopen()`
+    (the same bytes, fetched again for each read) or else from `data`, which
+    must then stay as it is. Other formats are parsed as without it.
     """
     limits = limits or Limits()
-    payload, format = _payload(data, format, zip_limits or ZipLimits())
+    zip_limits = zip_limits or ZipLimits()
+    payload, format = _payload(data, format, zip_limits)
     if format == "jsonl":
         return jsonl.parse(lines(payload, limits), limits)
+
+    if reopen is None:
+
+        def again() -> Payload:
+            return payload
+
+    else:
+
+        def again() -> Payload:
+            # Not `payload`: this closure must not keep the first copy of the bytes alive.
+            return _payload(reopen(), None, zip_limits)[0]
+
     try:
-        return _parse_json(payload, format, limits)
+        return _parse_json(payload, format, limits, again if outline else None)
     except NotJSON:
         if format is None and jsonl.looks_like(lines(payload, limits)):
             return jsonl.parse(lines(payload, limits), limits)
         raise ImportFormatError(NEITHER, field="file") from None
 
 
-def _parse_json(payload: Payload, format: str | None, limits: Limits) -> ParseResult:
+def _parse_json(
+    payload: Payload, format: str | None, limits: Limits, outline: Callable[[], Payload] | None = None
+) -> ParseResult:
     it = events(payload.chunks())
     event, value = next(it, ("end", None))
     if event == "start_array" and format in (None, "chatgpt", "claude"):
-        return _parse_list(it, format, limits)
+        return _parse_list(it, format, limits, outline)
     if event == "start_map" and format in (None, "dellm"):
         schema = dellm.schema(limits) if format == "dellm" else union(dellm.schema(limits), jsonl.LINE)
         document = build(it, event, value, schema)
@@ -143,25 +171,42 @@ def _parse_json(payload: Payload, format: str | None, limits: Limits) -> ParseRe
     raise _unsupported()
 
 
-def _parse_list(it: Iterator[tuple[str, Any]], format: str | None, limits: Limits) -> ParseResult:
-    """A list of ChatGPT or Claude conversations, each parsed as soon as it is read; the first decides the format."""
+def _parse_list(
+    it: Iterator[tuple[str, Any]],
+    format: str | None,
+    limits: Limits,
+    outline: Callable[[], Payload] | None = None,
+) -> ParseResult:
+    """A list of ChatGPT or Claude conversations, each parsed as soon as it is read; the first decides the format.
+
+    `outline`: where to read the conversations again from (`parse_file(outline=True)`).
+    """
     event, value = next(it)
     if event == "end_array":
         drain(it)
         if format is None:
             raise _empty()
-        return ParseResult(format=format)
+        if outline is None:
+            return ParseResult(format=format)
+        return ParseResult(format=format, outlines=[], read=_read_none)
     if format is None:
-        first = build(it, event, value, union(chatgpt.schema(limits), claude.schema(limits)), 1)
+        first_schema = union(chatgpt.schema(limits), claude.schema(limits))
+        first = build(it, event, value, first_schema, 1)
         format = "chatgpt" if chatgpt.looks_like(first) else "claude" if claude.looks_like(first) else None
         if format is None:
             drain(it)
             raise _unsupported()
     else:
-        first = build(it, event, value, _LISTS[format].schema(limits), 1)
+        first_schema = _LISTS[format].schema(limits)
+        first = build(it, event, value, first_schema, 1)
     module = _LISTS[format]
     collector = Collector(
-        format, module.parse_conversation, limits, id_of=module.conversation_id, item=module.schema(limits)
+        format,
+        module.parse_conversation,
+        limits,
+        id_of=module.conversation_id,
+        item=module.schema(limits),
+        outline=outline is not None,
     )
     collector.add(first)
     for event, value in it:
@@ -169,7 +214,48 @@ def _parse_list(it: Iterator[tuple[str, Any]], format: str | None, limits: Limit
             break
         collector.add(build(it, event, value, collector.item, 1))
     drain(it)
-    return collector.finish()
+    result = collector.finish()
+    if outline is not None:
+        again, fmt = outline, format
+
+        def read(positions: Collection[int]) -> dict[int, Conversation]:
+            return _read_list(again(), fmt, limits, first_schema, positions) if positions else {}
+
+        result.read = read
+    return result
+
+
+def _read_none(positions: Collection[int]) -> dict[int, Conversation]:
+    return {}
+
+
+def _read_list(
+    payload: Payload, format: str, limits: Limits, first_schema: Any, positions: Collection[int]
+) -> dict[int, Conversation]:
+    """The conversations at `positions` of a list the outline pass read whole, parsed as that pass parsed them.
+
+    The others stream past unbuilt; reading stops after the last one wanted.
+    """
+    wanted = set(positions)
+    if not wanted:
+        return {}
+    module = _LISTS[format]
+    item = module.schema(limits)
+    last = max(wanted)
+    found: dict[int, Conversation] = {}
+    with contextlib.closing(events(payload.chunks())) as it:
+        next(it)  # the list's start_array
+        for position, (event, value) in enumerate(it):
+            if event == "end_array" or position > last:
+                break
+            if position not in wanted:
+                build(it, event, value, SKIP, 1)
+                continue
+            # The outline pass found it good: parsing the same bytes the same way cannot fail now.
+            found[position] = module.parse_conversation(
+                build(it, event, value, first_schema if position == 0 else item, 1), limits
+            )
+    return found
 
 
 def sniff_file(

@@ -10,6 +10,7 @@ good conversation whole and skip each bad one whole.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -98,6 +99,17 @@ class Conversation:
     messages: list[ImportedMessage] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """A conversation of a list read in outline: where it is in the file and what it holds, not its messages."""
+
+    position: int
+    source_id: str
+    created_at: datetime | None
+    messages: int
+    chars: int
+
+
 @dataclass(frozen=True)
 class ConversationError:
     """Why one conversation (or the file, when `conversation` is None) was not imported."""
@@ -119,9 +131,21 @@ class ParseResult:
     # import records it conservatively. With explicit edges the whole file is
     # one unit (its edges cross threads), keyed by message source id.
     edges: list[ImportedEdge] | None = None
+    # A ChatGPT or Claude list read in outline (`parse_file(outline=True)`):
+    # `conversations` stays empty, `outlines` lists the good ones in file
+    # order, and `read(positions)` parses those again from the file,
+    # {position: Conversation}, so that only they are held.
+    outlines: list[Outline] | None = None
+    read: Callable[[Collection[int]], dict[int, Conversation]] | None = None
+
+    @property
+    def conversation_count(self) -> int:
+        return len(self.conversations) if self.outlines is None else len(self.outlines)
 
     @property
     def message_count(self) -> int:
+        if self.outlines is not None:
+            return sum(outline.messages for outline in self.outlines)
         return sum(len(c.messages) for c in self.conversations)
 
 
@@ -203,8 +227,11 @@ class Collector:
     and a broken file still reads as broken before any limit is reported.
     """
 
-    def __init__(self, fmt: str, parse_one: Any, limits: Limits, *, id_of: Any, item: Any = None) -> None:
-        self.result = ParseResult(format=fmt)
+    def __init__(
+        self, fmt: str, parse_one: Any, limits: Limits, *, id_of: Any, item: Any = None, outline: bool = False
+    ) -> None:
+        self.outline = outline
+        self.result = self._empty(fmt)
         self.parse_one, self.limits, self.id_of, self.item = parse_one, limits, id_of, item
         self.count = 0
         self.total = 0
@@ -234,11 +261,25 @@ class Collector:
             self.over_messages = True
             self._stop()
             return
-        self.result.conversations.append(conversation)
+        if self.result.outlines is None:
+            self.result.conversations.append(conversation)
+            return
+        self.result.outlines.append(
+            Outline(
+                position=index,
+                source_id=conversation.source_id,
+                created_at=conversation.created_at,
+                messages=len(conversation.messages),
+                chars=sum(len(message.text) for message in conversation.messages),
+            )
+        )
+
+    def _empty(self, fmt: str) -> ParseResult:
+        return ParseResult(format=fmt, outlines=[] if self.outline else None)
 
     def _stop(self) -> None:
         self.item = SKIP
-        self.result = ParseResult(format=self.result.format)
+        self.result = self._empty(self.result.format)
         self.seen = set()
 
     def finish(self) -> ParseResult:

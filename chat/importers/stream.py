@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -75,7 +75,7 @@ def checked_chunks(
             raise ImportFormatError(NOT_UTF8, field="file") from None
 
 
-def events(chunks: Iterable[bytes], *, final: bool = True) -> Iterator[tuple[str, Any]]:
+def events(chunks: Iterable[bytes], *, final: bool = True) -> Generator[tuple[str, Any], None, None]:
     """ijson's events of the chunks; NotJSON where they stop being JSON (or end too soon, if `final`)."""
     sink = ijson.sendable_list()
     parser = BACKEND.basic_parse_coro(sink)

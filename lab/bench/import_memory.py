@@ -9,12 +9,20 @@ streamed parse, embeddings and the writer. A 200 MB export is offered to
 the web path too and must be refused (DELLM_IMPORT_MAX_UNZIPPED_BYTES). Peak
 RSS is `ru_maxrss` of each child, next to its RSS once Django and the
 import code are loaded.
+
+The second shape is the worst the limits allow for the worker, whose parse
+keeps the messages' text: DELLM_IMPORT_MAX_MESSAGES messages of long real
+text (TOFU's questions and answers, sentences drawn at random), each as long
+as fills the unpacked file to just under DELLM_IMPORT_MAX_UNZIPPED_BYTES,
+zipped under DELLM_IMPORT_MAX_BYTES. It is written one conversation at a time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import resource
 import subprocess
 import sys
@@ -36,6 +44,9 @@ ROOT = Path(settings.BASE_DIR)
 CONVERSATIONS = 1_000
 MESSAGES = 10
 TARGET_MB = 300
+TOFU = ROOT / "lab" / "evaluation" / "data" / "tofu" / "full.jsonl"
+# The long-text shape fills the unpacked file to this share of DELLM_IMPORT_MAX_UNZIPPED_BYTES.
+LONG_FILL = 0.97
 
 
 def _conversation(c: int, metadata: int) -> bytes:
@@ -84,6 +95,89 @@ def export_json(path: Path, *, megabytes: int, conversations: int = CONVERSATION
         return _write_export(out, megabytes, conversations)
 
 
+def _tofu_sentences() -> list[str]:
+    sentences: list[str] = []
+    for line in TOFU.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for text in (row["question"], row["answer"]):
+            sentences += [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+    return sentences
+
+
+def _long_node(node: str, parent: str, role: str, created: float, text: str) -> dict[str, Any]:
+    # Only the fields the parser reads: the more of the file is kept text, the more the worker holds.
+    return {
+        "id": node,
+        "message": {
+            "id": node,
+            "author": {"role": role},
+            "create_time": created,
+            "content": {"content_type": "text", "parts": [text]},
+        },
+        "parent": parent,
+        "children": [],
+    }
+
+
+def _long_conversation(c: int, per_conversation: int, texts: Any) -> bytes:
+    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+    parent = "root"
+    start = 1_700_000_000.0 + c * 3600
+    for m in range(per_conversation):
+        node = f"c{c}-m{m}"
+        mapping[parent]["children"].append(node)
+        mapping[node] = _long_node(node, parent, "user" if m % 2 == 0 else "assistant", start + m, next(texts))
+        parent = node
+    document = {
+        "id": f"conv-{c}",
+        "conversation_id": f"conv-{c}",
+        "title": f"Conversation {c}",
+        "create_time": start,
+        "mapping": mapping,
+        "current_node": parent,
+    }
+    return json.dumps(document).encode()
+
+
+def long_text_chars(*, messages: int, conversations: int, limit_bytes: int) -> int:
+    """Characters per message that fill the unpacked file to LONG_FILL of `limit_bytes`."""
+    per = messages // conversations
+    # What the JSON costs around the text: one conversation of empty texts, and the list's commas.
+    frame = len(_long_conversation(conversations - 1, per, iter(lambda: "", None))) + 1
+    # Most text is ASCII; an accented letter or a curly quote is escaped as \uXXXX (6 bytes).
+    return int((limit_bytes * LONG_FILL / conversations - frame) / per / 1.02)
+
+
+def long_text_zip(path: Path, *, messages: int, conversations: int, chars: int, seed: int = 0) -> dict[str, int]:
+    """A zipped conversations.json of `messages` messages of `chars` characters of real text, written lazily."""
+    rng = random.Random(seed)
+    pool = _tofu_sentences()
+    kept = 0
+
+    def texts() -> Any:
+        nonlocal kept
+        while True:
+            parts, size = [], 0
+            while size <= chars:
+                sentence = rng.choice(pool)
+                parts.append(sentence)
+                size += len(sentence) + 1
+            text = " ".join(parts)[:chars]
+            kept += len(text)
+            yield text
+
+    source = texts()
+    written = 0
+    per = messages // conversations
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive, archive.open("conversations.json", "w") as out:
+        for c in range(conversations):
+            chunk = (b"[" if c == 0 else b",") + _long_conversation(c, per, source)
+            out.write(chunk)
+            written += len(chunk)
+        out.write(b"]")
+    return {"text_bytes": written + 1, "kept_chars": kept}
+
+
 def _child(role: str, path: str, arg: str) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
@@ -112,7 +206,7 @@ def _child(role: str, path: str, arg: str) -> dict[str, Any]:
     }
 
 
-def _run_child(role: str, path: Path, arg: str) -> dict[str, Any]:
+def _run_child(role: str, path: Path, arg: str, *, timeout_s: float = 1800) -> dict[str, Any]:
     code = (
         "import json, os, sys, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dellm_site.settings'); "
         "django.setup(); from lab.bench.import_memory import _child; "
@@ -132,7 +226,7 @@ def _run_child(role: str, path: Path, arg: str) -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=1800,
+        timeout=timeout_s,
         check=False,
     )
     if done.returncode != 0:
@@ -141,8 +235,16 @@ def _run_child(role: str, path: Path, arg: str) -> dict[str, Any]:
 
 
 def import_memory_bench(
-    *, megabytes: int = 100, refused_megabytes: int = 200, conversations: int = CONVERSATIONS
+    *,
+    megabytes: int = 100,
+    refused_megabytes: int = 200,
+    conversations: int = CONVERSATIONS,
+    long_messages: int | None = None,
+    long_conversations: int = 1_000,
 ) -> dict[str, Any]:
+    """Both shapes; `long_messages` None: DELLM_IMPORT_MAX_MESSAGES, 0: no long-text case."""
+    if long_messages is None:
+        long_messages = settings.DELLM_IMPORT_MAX_MESSAGES
     folder = Path(tempfile.mkdtemp(prefix="dellm-bench-import-memory-"))
     owner = _user()
     try:
@@ -159,6 +261,7 @@ def import_memory_bench(
         refused = folder / "refused.zip"
         refused_bytes = export_zip(refused, megabytes=refused_megabytes, conversations=conversations)
         refused_web = _run_child("web", refused, str(owner.pk))
+        long_text = _long_text_case(folder, long_messages, long_conversations) if long_messages else None
         return {
             "text_bytes": text_bytes,
             "zip_bytes": accepted.stat().st_size,
@@ -170,9 +273,36 @@ def import_memory_bench(
             "refused": refused_web | {"text_bytes": refused_bytes, "zip_bytes": refused.stat().st_size},
             "limit_bytes": settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES,
             "target_mb": TARGET_MB,
-        }
+        } | ({"long": long_text} if long_text else {})
     finally:
         owner_drop(owner.pk)
         for path in folder.iterdir():
             path.unlink()
         folder.rmdir()
+
+
+def _long_text_case(folder: Path, messages: int, conversations: int) -> dict[str, Any]:
+    chars = long_text_chars(
+        messages=messages, conversations=conversations, limit_bytes=settings.DELLM_IMPORT_MAX_UNZIPPED_BYTES
+    )
+    path = folder / "long.zip"
+    started = time.perf_counter()
+    written = long_text_zip(path, messages=messages, conversations=conversations, chars=chars)
+    generated_s = time.perf_counter() - started
+    # Its own account: the first export's conversations would otherwise be found stored already.
+    owner = _user()
+    try:
+        web = _run_child("web", path, str(owner.pk))
+        # Embedding and writing 100,000 long messages on 2 busy cores takes a while.
+        worker = _run_child("worker", path, str(web["job"]), timeout_s=7200) if "job" in web else {"failed": "no job"}
+    finally:
+        owner_drop(owner.pk)
+    return written | {
+        "zip_bytes": path.stat().st_size,
+        "messages": messages,
+        "conversations": conversations,
+        "chars": chars,
+        "generated_s": generated_s,
+        "web": web,
+        "worker": worker,
+    }

@@ -217,6 +217,20 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
                 and all(run.get("status") == "done" for run in runs[1::2]),
             )
         )
+        long_text = memory.get("long")
+        if long_text:
+            long_peaks = [long_text[path].get("peak_rss_mb") for path in ("web", "worker")]
+            out.append(
+                (
+                    f"Import of {long_text['messages']:,} messages of {long_text['chars']:,} characters "
+                    f"({long_text['kept_chars'] / 1e6:.0f} M characters kept, {long_text['zip_bytes'] / 1e6:.0f} MB "
+                    f"zipped): peak RSS of web and worker < {memory['target_mb']} MB",
+                    " / ".join("–" if peak is None else f"{peak:.0f} MB" for peak in long_peaks),
+                    None not in long_peaks
+                    and max(long_peaks) < memory["target_mb"]
+                    and long_text["worker"].get("status") == "done",
+                )
+            )
         out.append(
             (
                 "A 200 MB export is refused",
@@ -959,6 +973,7 @@ def _import_memory_section(memory: dict) -> list[str]:
         ]
 
     refused = memory["refused"]
+    long_text = memory.get("long")
     return [
         "## Memory of an import (issue 20)",
         f"A generated ChatGPT export: {memory['text_bytes'] / 1e6:.0f} MB of JSON ({memory['zip_bytes'] / 1e6:.1f} MB "
@@ -979,10 +994,31 @@ def _import_memory_section(memory: dict) -> list[str]:
                     else []
                 ),
                 row(f"web: {refused['text_bytes'] / 1e6:.0f} MB export", refused),
+                *(
+                    [
+                        row(
+                            f"web: {long_text['messages']:,} messages of {long_text['chars']:,} characters "
+                            f"({long_text['text_bytes'] / 1e6:.0f} MB, {long_text['zip_bytes'] / 1e6:.0f} MB zipped)",
+                            long_text["web"],
+                        ),
+                        row("worker: the same", long_text["worker"]),
+                    ]
+                    if long_text
+                    else []
+                ),
             ],
         ),
         f"Bound: peak RSS under {memory['target_mb']} MB for each process; an export over "
         f"DELLM_IMPORT_MAX_UNZIPPED_BYTES ({memory['limit_bytes']:,} bytes) is refused by its zip header.",
+        *(
+            [
+                f"The long-text shape: {long_text['conversations']:,} conversations of real text (TOFU's "
+                "sentences), only the fields the parser reads, as much kept text as the unpacked limit allows; "
+                f"generated in {long_text['generated_s']:.0f} s."
+            ]
+            if long_text
+            else []
+        ),
     ]
 
 

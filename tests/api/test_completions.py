@@ -609,6 +609,27 @@ def test_more_new_transcript_messages_than_a_request_may_store_is_413_and_stores
     assert body.json()["dellm"]["stored"] == 100
 
 
+def test_a_transcript_to_an_account_at_its_total_quota_is_413_and_stores_nothing(v1, owner, thread, settings):
+    # The account holds its two messages, all DELLM_QUOTA_MESSAGES allows; waiting frees nothing, so 413, not 429.
+    settings.DELLM_QUOTA_MESSAGES = 2
+    messages = _transcript_past(thread, 3)
+    response = post(v1, {"model": "dellm", "messages": messages}, HTTP_X_DELLM_THREAD=str(thread.pk))
+    assert response.status_code == 413
+    assert "Retry-After" not in response
+    assert error(response) == {
+        "message": "Storing the transcript would pass this account's quota of 2 messages in all "
+        "(it holds 2, purged ones included).",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "quota_exceeded",
+    }
+    assert list(Message.objects.filter(owner=owner).values_list("content", flat=True)) == [
+        "I keep bees.",
+        "Bees, noted.",
+    ]
+    assert not Turn.objects.exists()
+
+
 def test_a_transcript_past_the_days_quota_is_429_with_retry_after_and_stores_nothing(v1, owner, thread, settings):
     settings.DELLM_QUOTA_MESSAGES_PER_DAY = 5
     messages = _transcript_past(thread, 4)

@@ -1,11 +1,15 @@
+import tracemalloc
+
 import numpy as np
 import pytest
 
+from chat import embeddings
 from chat.embeddings import OpenAIEmbedder, get_embedder
 from chat.selectors import embedding_model_latest
 from dellm_site.errors import UpstreamFailed
 from tests.factories import make_message, make_thread, unit_vector
 from tests.fake_openai import _embeddings
+from tests.helpers import ROOT
 
 
 def test_wordllama_loads_from_the_wheel_and_embeds_unit_vectors():
@@ -24,6 +28,49 @@ def test_wordllama_is_deterministic():
 
 def test_wordllama_gives_no_vector_for_empty_text():
     assert get_embedder().embed(["", "words"])[0] is None
+
+
+def _tofu_text(words: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    vocabulary = (ROOT / "lab" / "evaluation" / "data" / "tofu" / "full.jsonl").read_text()[:200_000].split()
+    return " ".join(rng.choice(vocabulary, size=words))
+
+
+def test_wordllama_vectors_are_its_own_bit_for_bit_in_any_batch(monkeypatch):
+    """Pooled here a text at a time (and a long one TOKENS_AT_ONCE tokens at a time), not by WordLlama's
+    padded batches: the same float32 sums in the same order, so the same vectors."""
+    monkeypatch.setattr(embeddings, "TOKENS_AT_ONCE", 100)
+    monkeypatch.setattr(embeddings, "TOKENIZE_BYTES", 5_000)
+    embedder = get_embedder()
+    texts = [_tofu_text(words, seed) for seed, words in enumerate([1, 5, 40, 99, 100, 101, 350, 2_000, 7])] + [
+        "",
+        "\x00\x01",
+        "héllo wörld, ’quoted’, 日本語 🎉🎉",
+        "a " * 3_000,
+    ]
+    mine = embedder._pooled(texts)
+    theirs = embedder._model.embed(texts, norm=False)
+    assert mine.dtype == theirs.dtype == np.float32
+    assert mine.tobytes() == theirs.tobytes()
+    assert [embedder._pooled([text]).tobytes() for text in texts] == [row.tobytes() for row in theirs]
+
+
+def test_wordllama_embeds_long_texts_in_bounded_memory():
+    """Messages of 100,000 characters, the import's limit (about 25,000 tokens each): WordLlama's own
+    `embed` pads a batch of 64 to its longest and gathers texts x tokens x 256 float32, twice. These 8
+    traced 427 MB through it (and took a process from 175 to 607 MB of RSS); a batch of 64, eight
+    times that. Pooled a text and TOKENS_AT_ONCE tokens at a time: 8.5 MB."""
+    embedder = get_embedder()
+    texts = [_tofu_text(16_000, seed)[:100_000] for seed in range(8)]
+    assert {len(text) for text in texts} == {100_000}
+    tracemalloc.start()
+    try:
+        vectors = embedder.embed(texts)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len([v for v in vectors if v is not None]) == 8
+    assert peak < 16_000_000
 
 
 def test_openai_embedder_returns_vectors_in_input_order(openai_server):

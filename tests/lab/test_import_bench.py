@@ -53,6 +53,8 @@ def test_import_memory_bench_measures_both_paths_in_their_own_processes(transact
         import_memory_mb=2,
         import_memory_refused_mb=4,
         import_memory_conversations=20,
+        import_memory_long_messages=200,
+        import_memory_long_conversations=10,
         out=str(tmp_path),
         stdout=StringIO(),
     )
@@ -66,7 +68,18 @@ def test_import_memory_bench_measures_both_paths_in_their_own_processes(transact
     assert results["raw"]["worker"]["status"] == "done"
     assert results["refused"]["refused"] == "conversations.json is larger than 3000000 bytes."
     assert all(results[path]["peak_rss_mb"] > 0 for path in ("web", "worker"))
+    # The long-text shape fills the unpacked limit with kept text, under the upload limit zipped.
+    long_text = results["long"]
+    assert (long_text["web"]["format"], long_text["worker"]["status"], long_text["worker"]["imported"]) == (
+        "chatgpt",
+        "done",
+        200,
+    )
+    assert 2_800_000 < long_text["text_bytes"] <= 3_000_000
+    assert long_text["kept_chars"] == 200 * long_text["chars"]
+    assert long_text["zip_bytes"] <= 2_000_000
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Memory of an import (issue 20)" in report
+    assert f"| web: 200 messages of {long_text['chars']:,} characters (" in report
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="importbench-").exists()

@@ -37,7 +37,7 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from None
         try:
-            parsed = history_parse(data=data, format=format)
+            parsed = history_parse(data=data, format=format, outline=True)
         except DomainError as exc:
             raise CommandError(exc.message) from None
         bar = tqdm(

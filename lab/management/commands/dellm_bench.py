@@ -140,6 +140,19 @@ class Command(BaseCommand):
             "--import-memory-conversations", type=int, default=1_000, help="Conversations (of 10 messages) in those."
         )
         parser.add_argument(
+            "--import-memory-long-messages",
+            type=int,
+            default=None,
+            help="Messages of long real text in the import_memory part's second export "
+            "(default DELLM_IMPORT_MAX_MESSAGES; 0: none), as long as DELLM_IMPORT_MAX_UNZIPPED_BYTES allows.",
+        )
+        parser.add_argument(
+            "--import-memory-long-conversations",
+            type=int,
+            default=1_000,
+            help="Conversations those messages are spread over.",
+        )
+        parser.add_argument(
             "--vector-index-sizes",
             default="2000,10000,30000",
             help="vector_index: history sizes (WordLlama vectors of a realistic corpus) searched exactly and by index.",
@@ -267,6 +280,8 @@ class Command(BaseCommand):
                 megabytes=options["import_memory_mb"],
                 refused_megabytes=options["import_memory_refused_mb"],
                 conversations=options["import_memory_conversations"],
+                long_messages=options["import_memory_long_messages"],
+                long_conversations=options["import_memory_long_conversations"],
             )
         if part == "vector_index":
             sizes = tuple(int(size) for size in options["vector_index_sizes"].split(",") if size.strip())
