@@ -1,10 +1,10 @@
 """The body of an ASGI request outside Django (`/mcp`): Django's ceiling and the JSON depth limit, read lazily."""
 
-import anyio
 import pytest
 from django.conf import settings
 
 from dellm_site.asgi_body import BodyRefused, body_replayed, json_body_read
+from tests.helpers import run_async
 
 CEILING = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # 2.5 MB, Django's default
 
@@ -26,7 +26,7 @@ def _receiver(messages: list[dict]):
 
 def _refusal(scope: dict, receive) -> tuple[int, str]:
     with pytest.raises(BodyRefused) as refused:
-        anyio.run(json_body_read, scope, receive)
+        run_async(json_body_read, scope, receive)
     return refused.value.status, refused.value.code
 
 
@@ -57,7 +57,7 @@ def test_a_body_at_the_ceiling_is_read_whole_and_handed_on_then_the_disconnect()
         replay = body_replayed(body, receive)
         return [await replay(), await replay()]
 
-    first, then = anyio.run(read_then_replay)
+    first, then = run_async(read_then_replay)
     assert (len(first["body"]), first["more_body"], then) == (CEILING, False, {"type": "http.disconnect"})
 
 
@@ -65,11 +65,11 @@ def test_depth_is_checked_on_the_bytes_and_what_is_not_text_is_left_to_the_parse
     for body, depth_ok in [(b"[" * 101 + b"]" * 101, False), (b"[" * 100 + b"]" * 100, True), (b"\xff[[", True)]:
         receive, _ = _receiver([{"type": "http.request", "body": body, "more_body": False}])
         if depth_ok:
-            assert anyio.run(json_body_read, _scope(), receive) == body
+            assert run_async(json_body_read, _scope(), receive) == body
         else:
             assert _refusal(_scope(), receive) == (400, "malformed_request")
 
 
 def test_a_client_that_goes_away_mid_body_gets_no_answer():
     receive, _ = _receiver([{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}])
-    assert anyio.run(json_body_read, _scope(), receive) is None
+    assert run_async(json_body_read, _scope(), receive) is None
