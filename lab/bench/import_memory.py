@@ -7,8 +7,8 @@ reads), grown to about 100 MB of JSON and zipped. The web path is
 and the stored upload. The worker path is `import_job_run` on that job: the
 streamed parse, embeddings and the writer. A 200 MB export is offered to
 the web path too and must be refused (DELLM_IMPORT_MAX_UNZIPPED_BYTES). Peak
-RSS is `ru_maxrss` of each child, next to its RSS once Django and the
-import code are loaded.
+RSS is each child's high-water mark (`VmHWM`), next to its RSS once Django
+and the import code are loaded.
 
 The second shape is the worst the limits allow for the worker, whose parse
 keeps the messages' text: DELLM_IMPORT_MAX_MESSAGES messages of long real
@@ -23,7 +23,6 @@ import json
 import os
 import random
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -178,6 +177,14 @@ def long_text_zip(path: Path, *, messages: int, conversations: int, chars: int, 
     return {"text_bytes": written + 1, "kept_chars": kept}
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM): not `ru_maxrss`, which a child started by
+    `subprocess` inherits from its parent (Linux keeps the larger across exec), so it reported the
+    bench's own peak for any child smaller than the bench."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
 def _child(role: str, path: str, arg: str) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
@@ -202,7 +209,7 @@ def _child(role: str, path: str, arg: str) -> dict[str, Any]:
     return result | {
         "seconds": time.perf_counter() - started,
         "baseline_rss_mb": baseline / 2**20,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _peak_rss_mb(),
     }
 
 

@@ -979,7 +979,8 @@ def _import_memory_section(memory: dict) -> list[str]:
         f"A generated ChatGPT export: {memory['text_bytes'] / 1e6:.0f} MB of JSON ({memory['zip_bytes'] / 1e6:.1f} MB "
         f"zipped), {memory['conversations']:,} conversations x {memory['messages'] // memory['conversations']} "
         "messages, each node's metadata a list of small objects. Each path runs in its own process "
-        "(`lab/bench/import_memory.py`); peak RSS is the child's `ru_maxrss`, baseline its RSS once loaded.",
+        "(`lab/bench/import_memory.py`); peak RSS is the child's high-water mark (VmHWM), "
+        "baseline its RSS once loaded.",
         _table(
             ["path", "baseline RSS", "peak RSS", "time", "outcome"],
             [

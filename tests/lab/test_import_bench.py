@@ -1,10 +1,15 @@
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from chat.models import Message
+from lab.bench.load import _database_url
+from tests.helpers import ROOT
 
 
 def test_import_bench_smoke_needs_no_seed_and_cleans_up(db, tmp_path):
@@ -83,3 +88,20 @@ def test_import_memory_bench_measures_both_paths_in_their_own_processes(transact
     assert f"| web: 200 messages of {long_text['chars']:,} characters (" in report
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="importbench-").exists()
+
+
+def test_a_child_reports_its_own_peak_memory_not_the_bench_process(db):
+    """`ru_maxrss` of a child started by `subprocess` is at least its parent's peak (Linux keeps the
+    larger across exec): the import memory bench reported the bench's own size for the web path."""
+    held = b"\x01" * (400 * 2**20)  # written, so resident
+    code = (
+        "import json, os, resource, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dellm_site.settings'); "
+        "django.setup(); from lab.bench.import_memory import _peak_rss_mb; "
+        "print(json.dumps([_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))"
+    )
+    env = {**os.environ, "DATABASE_URL": _database_url()}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    own, inherited = json.loads(done.stdout.strip().splitlines()[-1])
+    assert inherited > 400
+    assert own < 250
+    del held
