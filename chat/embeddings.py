@@ -73,17 +73,20 @@ class WordLlamaEmbedder:
         for config in (Path(wordllama.__file__).parent / "tokenizers").glob("*.json"):
             if not (tokenizers / config.name).exists():
                 shutil.copyfile(config, tokenizers / config.name)
-        self._model = WordLlama.load(dim=256, cache_dir=cache_dir, disable_download=True)
+        model = WordLlama.load(dim=256, cache_dir=cache_dir, disable_download=True)
         self.model_name = "wordllama-l2_supercat-256"
         self.dim = 256
-        # The model's tokenizer pads every batch; this copy does not (`_pooled`).
-        self._tokenizer = Tokenizer.from_str(self._model.tokenizer.to_str())
+        # Only its table and tokenizer are kept (`_pooled` does WordLlama's
+        # pooling): a copy of the tokenizer beside the model's cost 39 MB in
+        # every process that embeds. Its own `embed` would pad; `_pooled` pads nothing.
+        self._table = model.embedding
+        self._tokenizer: Tokenizer = model.tokenizer
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
 
     def _pooled(self, texts: list[str]) -> np.ndarray:
         """WordLlama's mean of each text's token vectors (`embed(texts, norm=False)`), in bounded memory."""
-        table = self._model.embedding
+        table = self._table
         pooled = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
         for start, group in _groups(texts):
             for offset, encoding in enumerate(self._tokenizer.encode_batch(group, add_special_tokens=False)):

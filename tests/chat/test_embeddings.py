@@ -1,7 +1,9 @@
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
+from django.conf import settings
 
 from chat import embeddings
 from chat.embeddings import OpenAIEmbedder, get_embedder
@@ -36,6 +38,13 @@ def _tofu_text(words: int, seed: int) -> str:
     return " ".join(rng.choice(vocabulary, size=words))
 
 
+def _wordllama():
+    """WordLlama's own model, as the embedder loads it (it keeps only the table and the tokenizer)."""
+    from wordllama import WordLlama
+
+    return WordLlama.load(dim=256, cache_dir=Path(settings.DELLM_DATA_DIR) / "wordllama", disable_download=True)
+
+
 def test_wordllama_vectors_are_its_own_bit_for_bit_in_any_batch(monkeypatch):
     """Pooled here a text at a time (and a long one TOKENS_AT_ONCE tokens at a time), not by WordLlama's
     padded batches: the same float32 sums in the same order, so the same vectors."""
@@ -49,7 +58,7 @@ def test_wordllama_vectors_are_its_own_bit_for_bit_in_any_batch(monkeypatch):
         "a " * 3_000,
     ]
     mine = embedder._pooled(texts)
-    theirs = embedder._model.embed(texts, norm=False)
+    theirs = _wordllama().embed(texts, norm=False)
     assert mine.dtype == theirs.dtype == np.float32
     assert mine.tobytes() == theirs.tobytes()
     assert [embedder._pooled([text]).tobytes() for text in texts] == [row.tobytes() for row in theirs]
