@@ -19,6 +19,12 @@ from dellm_site.locks import owner_lock
 
 # ContextEdge.rank is a smallint.
 MAX_RANK = 32767
+# Text one INSERT of new messages carries. Django binds on the client, so a
+# statement is spelt out whole in the worker, more than once (the query, its
+# bytes, libpq's buffer): one conversation of 2,000 long messages in one
+# INSERT took the worker past a gigabyte. A vector counts as its literal.
+INSERT_CHARS = 2_000_000
+_VECTOR_CHARS = 4_000
 
 
 class SourcesRemoved(Exception):
@@ -99,6 +105,22 @@ def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Mess
         tool_calls=supplied.tool_calls,
         tool_call_id=supplied.tool_call_id,
     )
+
+
+def _messages_insert(rows: Sequence[Message]) -> list[Message]:
+    """`bulk_create` the rows, in statements of at most INSERT_CHARS of text each (all in the caller's transaction)."""
+    batch: list[Message] = []
+    size = 0
+    for row in rows:
+        length = len(row.content) + (_VECTOR_CHARS if row.embedding is not None else 0)
+        if batch and size + length > INSERT_CHARS:
+            Message.objects.bulk_create(batch)
+            batch, size = [], 0
+        batch.append(row)
+        size += length
+    if batch:
+        Message.objects.bulk_create(batch)
+    return list(rows)
 
 
 def _live(owner_id: int, ids: Iterable[int]) -> set[int]:
@@ -222,9 +244,11 @@ def tool_results_store(*, owner_id: int, call_id: int, results: Sequence[Supplie
         if any(result.role != Message.Role.TOOL or result.tool_call_id not in index for result in results):
             raise ValueError("a tool result answers no call of this reply")
         seq = _next_seq(owner_id)
-        rows = Message.objects.bulk_create(
-            _row(owner_id=owner_id, thread_id=call.thread_id, seq=seq + offset, supplied=result)
-            for offset, result in enumerate(results)
+        rows = _messages_insert(
+            [
+                _row(owner_id=owner_id, thread_id=call.thread_id, seq=seq + offset, supplied=result)
+                for offset, result in enumerate(results)
+            ]
         )
         _indexes_store(owner_id=owner_id, rows=rows)
         _edges_insert(
@@ -279,7 +303,7 @@ def transcripts_store(*, owner_id: int, branches: Sequence[Branch]) -> Stored:
                 stored.created.append(row)
                 kept.append((row, chain))
             landed.append(kept)
-        Message.objects.bulk_create(stored.created)
+        _messages_insert(stored.created)
         _indexes_store(owner_id=owner_id, rows=stored.created)
         rows = []
         for kept in landed:
@@ -405,7 +429,7 @@ def graph_store(
                 owner_id=owner_id, thread_id=thread_for(message.conversation), seq=seq, supplied=message.supplied
             )
             seq += 1
-        stored.created = Message.objects.bulk_create(list(rows.values()))
+        stored.created = _messages_insert(list(rows.values()))
         _indexes_store(owner_id=owner_id, rows=stored.created)
         ids = {**existing, **{key: row.pk for key, row in rows.items()}}
         stored.edges = _edges_insert(

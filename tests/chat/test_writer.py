@@ -1,6 +1,8 @@
 """The one writer's rules: live only if the sources are live; supplied replies derive from everything before them."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from chat.lineage import ProvenanceCycle, transcript_sources
 from chat.models import ContextEdge, Message
@@ -18,6 +20,7 @@ from chat.writer import (
     tool_results_store,
     transcripts_store,
 )
+from chat.writer import messages as writer_messages
 from provenance.selectors import dep_ids, taint_violations
 from tests.factories import make_edge, make_message, make_thread
 
@@ -352,3 +355,28 @@ def test_a_tool_result_derives_from_the_call_that_asked_for_it_and_only_while_it
     assert Message.objects.filter(role="tool").count() == 2
     call.refresh_from_db()
     assert (call.status, call.content, call.tool_calls) == ("purged", "", [])
+
+
+def test_long_messages_are_inserted_in_statements_of_bounded_text(owner, thread, monkeypatch):
+    """Django binds on the client: one INSERT of a conversation's long messages is spelt out whole in
+    the worker, several times over. Statements of at most INSERT_CHARS of text each, one transaction."""
+    monkeypatch.setattr(writer_messages, "INSERT_CHARS", 10_000)
+    texts = [f"{n} " + "word " * 600 for n in range(7)]
+    with CaptureQueriesContext(connection) as queries:
+        result = transcripts_store(
+            owner_id=owner.pk,
+            branches=[
+                Branch(
+                    thread_id=thread.pk,
+                    items=[
+                        Supplied(role="user" if n % 2 == 0 else "assistant", content=t) for n, t in enumerate(texts)
+                    ],
+                )
+            ],
+        )
+    inserts = [q["sql"] for q in queries if q["sql"].startswith(f'INSERT INTO "{Message._meta.db_table}"')]
+    assert [sum(text in sql for text in texts) for sql in inserts] == [3, 3, 1]
+    assert [m.content for m in result.created] == texts
+    assert list(Message.objects.filter(thread=thread).order_by("seq").values_list("content", flat=True)) == texts
+    assert all(m.pk is not None for m in result.created)
+    assert result.edges == 1 + 2 + 2
