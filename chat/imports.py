@@ -111,6 +111,7 @@ def import_limits() -> Limits:
         max_conversation_messages=settings.DELLM_IMPORT_MAX_CONVERSATION_MESSAGES,
         max_message_chars=settings.DELLM_IMPORT_MAX_MESSAGE_CHARS,
         max_edges=settings.DELLM_IMPORT_MAX_EDGES,
+        max_conversation_chars=settings.DELLM_IMPORT_MAX_CONVERSATION_CHARS,
     )
 
 

@@ -29,7 +29,7 @@ from chat.importers.base import (
     ParseResult,
 )
 from chat.importers.schema import SKIP, union
-from chat.importers.stream import NotJSON, build, drain, events
+from chat.importers.stream import NotJSON, TextBudget, build, drain, events
 
 FORMATS = ("chatgpt", "claude", "dellm", "jsonl")
 # What the web request reads of the (unpacked) text to tell the format.
@@ -191,14 +191,16 @@ def _parse_list(
         return ParseResult(format=format, outlines=[], read=_read_none)
     if format is None:
         first_schema = union(chatgpt.schema(limits), claude.schema(limits))
-        first = build(it, event, value, first_schema, 1)
+        budget = TextBudget(limits.max_conversation_chars)
+        first = build(it, event, value, first_schema, 1, budget)
         format = "chatgpt" if chatgpt.looks_like(first) else "claude" if claude.looks_like(first) else None
         if format is None:
             drain(it)
             raise _unsupported()
     else:
         first_schema = _LISTS[format].schema(limits)
-        first = build(it, event, value, first_schema, 1)
+        budget = TextBudget(limits.max_conversation_chars)
+        first = build(it, event, value, first_schema, 1, budget)
     module = _LISTS[format]
     collector = Collector(
         format,
@@ -208,11 +210,12 @@ def _parse_list(
         item=module.schema(limits),
         outline=outline is not None,
     )
-    collector.add(first)
+    collector.add(first, over_budget=budget.over)
     for event, value in it:
         if event == "end_array":
             break
-        collector.add(build(it, event, value, collector.item, 1))
+        budget = TextBudget(limits.max_conversation_chars)
+        collector.add(build(it, event, value, collector.item, 1, budget), over_budget=budget.over)
     drain(it)
     result = collector.finish()
     if outline is not None:

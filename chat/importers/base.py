@@ -35,6 +35,9 @@ class Limits:
     max_message_chars: int = 100_000
     # DeLLM's export: the edges one file may bring (each is held until the whole file is read).
     max_edges: int = 1_000_000
+    # The text one conversation of a ChatGPT or Claude list may build (every branch,
+    # ids included): a conversation is held whole while it is read and while it lands.
+    max_conversation_chars: int = 8_000_000
 
     @property
     def max_conversation_nodes(self) -> int:
@@ -238,7 +241,8 @@ class Collector:
         self.over_messages = False
         self.seen: set[str] = set()
 
-    def add(self, item: Any) -> None:
+    def add(self, item: Any, *, over_budget: bool = False) -> None:
+        """Parse one conversation; `over_budget`: its text was cut at `max_conversation_chars` (stream.TextBudget)."""
         index = self.count
         self.count += 1
         if self.count > self.limits.max_conversations or self.over_messages:
@@ -246,6 +250,10 @@ class Collector:
             return
         name = self.id_of(item) or f"#{index}"
         try:
+            if over_budget:
+                raise ConversationInvalid(
+                    "messages", f"has more than {self.limits.max_conversation_chars} characters of text"
+                )
             conversation = self.parse_one(item, self.limits)
         except ConversationInvalid as exc:
             self.result.errors.append(ConversationError(conversation=name, field=exc.field, message=exc.message))

@@ -120,28 +120,60 @@ def skip(it: Iterator[tuple[str, Any]], depth: int) -> bool:
     return empty
 
 
-def build(it: Iterator[tuple[str, Any]], event: str, value: Any, schema: Any, depth: int = 0) -> Any:
-    """The value that starts with (event, value), built as far as `schema` reads it."""
+class TextBudget:
+    """The characters of text one value may build (a conversation's); past them its strings are built empty.
+
+    Strings streamed past unbuilt do not count: they are dropped as read.
+    `over` says the value was cut, so its parser refuses it whole; what it
+    built stays within `chars`, whatever the file holds.
+    """
+
+    __slots__ = ("chars", "left", "over")
+
+    def __init__(self, chars: int) -> None:
+        self.chars = chars
+        self.left = chars
+        self.over = False
+
+    def take(self, text: str) -> str:
+        self.left -= len(text)
+        if self.left >= 0:
+            return text
+        self.over = True
+        return ""
+
+
+def build(
+    it: Iterator[tuple[str, Any]],
+    event: str,
+    value: Any,
+    schema: Any,
+    depth: int = 0,
+    budget: TextBudget | None = None,
+) -> Any:
+    """The value that starts with (event, value), built as far as `schema` reads it (its text within `budget`)."""
     if event == "start_map":
         if depth + 1 > MAX_DEPTH:
             raise _too_deep()
         if isinstance(schema, Obj):
-            return _object(it, schema, depth + 1)
+            return _object(it, schema, depth + 1, budget)
         empty = skip(it, depth + 1)
         return None if schema is SKIP else Skipped("object", empty)
     if event == "start_array":
         if depth + 1 > MAX_DEPTH:
             raise _too_deep()
         if isinstance(schema, Arr):
-            return _array(it, schema, depth + 1)
+            return _array(it, schema, depth + 1, budget)
         empty = skip(it, depth + 1)
         return None if schema is SKIP else Skipped("list", empty)
     if type(value) is Decimal:
         return float(value)
+    if budget is not None and type(value) is str:
+        return budget.take(value)
     return value
 
 
-def _object(it: Iterator[tuple[str, Any]], schema: Obj, depth: int) -> Any:
+def _object(it: Iterator[tuple[str, Any]], schema: Obj, depth: int, budget: TextBudget | None) -> Any:
     out: dict[str, Any] = {}
     others = 0
     too_many = False
@@ -158,6 +190,9 @@ def _object(it: Iterator[tuple[str, Any]], schema: Obj, depth: int) -> Any:
                 others += 1
                 if schema.max_other is not None and others > schema.max_other:
                     too_many, sub, out = True, SKIP, {}
+                elif budget is not None:
+                    # A kept key (a node id) is text built too.
+                    key = budget.take(key)
         event, value = next(it)
         if sub is SKIP:
             if event == "start_map" or event == "start_array":
@@ -165,18 +200,18 @@ def _object(it: Iterator[tuple[str, Any]], schema: Obj, depth: int) -> Any:
                     raise _too_deep()
                 skip(it, depth + 1)
             continue
-        out[key] = build(it, event, value, sub, depth)
+        out[key] = build(it, event, value, sub, depth, budget)
     return out
 
 
-def _array(it: Iterator[tuple[str, Any]], schema: Arr, depth: int) -> Any:
+def _array(it: Iterator[tuple[str, Any]], schema: Arr, depth: int, budget: TextBudget | None) -> Any:
     reducer = schema.reducer() if schema.reducer is not None else None
     out: list[Any] = []
     for event, value in it:
         if event == "end_array":
             return reducer.finish() if reducer is not None else out
         sub = reducer.item if reducer is not None else schema.item
-        item = build(it, event, value, sub, depth)
+        item = build(it, event, value, sub, depth, budget)
         if reducer is not None:
             reducer.add(item)
         else:

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat import imports
@@ -325,6 +326,30 @@ def test_the_worker_holds_a_batch_of_the_files_text_not_all_of_it(monkeypatch):
     assert order == [f"conv-{c}" for c in range(40)]
     assert reads == [sorted(range(39 - c, 39 - c - 5, -1)) for c in range(0, 40, 5)]
     assert read_peak < text // 4
+
+
+def test_a_conversation_over_its_text_budget_is_refused_whole_and_never_built_whole():
+    """One conversation may be the whole file (127 M characters in 2,000 messages fit every other
+    limit), and a conversation is held whole while it is read and while it lands: 1 GB in the worker.
+    Its text is built up to `max_conversation_chars`, the rest empty, and it is refused by name;
+    the others land. Strings read past unbuilt (ChatGPT's metadata) do not count."""
+    big = json.loads(long_chatgpt(conversations=1, messages=200, chars=50_000))[0] | {"id": "huge"}
+    small = json.loads(long_chatgpt(conversations=2, messages=4, chars=1_000))
+    for node in small[0]["mapping"].values():
+        node["metadata_blob"] = "x" * 200_000
+    data = json.dumps([small[0], big, small[1]]).encode()
+    limits = Limits(max_conversation_chars=1_000_000)
+    for outline in (False, True):
+        peak, result = peak_bytes(lambda outline=outline: parse_file(data, limits=limits, outline=outline))
+        assert [e.as_dict() for e in result.errors] == [
+            {"conversation": "huge", "field": "messages", "message": "has more than 1000000 characters of text"}
+        ]
+        landed = result.outlines if outline else result.conversations
+        assert [c.source_id for c in landed] == ["conv-1", "conv-0"]
+        # Not the 10 M characters of the huge one.
+        assert peak < 3 * 1_000_000
+    # The setting is the import's limit.
+    assert imports.import_limits().max_conversation_chars == settings.DELLM_IMPORT_MAX_CONVERSATION_CHARS
 
 
 def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_oldest_first(
