@@ -29,7 +29,7 @@ from chat.importers.base import (
     ParseResult,
 )
 from chat.importers.schema import SKIP, union
-from chat.importers.stream import NotJSON, TextBudget, build, drain, events
+from chat.importers.stream import NotJSON, TextBudget, build, drain, events, strings_capped
 
 FORMATS = ("chatgpt", "claude", "dellm", "jsonl")
 # What the web request reads of the (unpacked) text to tell the format.
@@ -147,7 +147,7 @@ def parse_file(
 def _parse_json(
     payload: Payload, format: str | None, limits: Limits, outline: Callable[[], Payload] | None = None
 ) -> ParseResult:
-    it = events(payload.chunks())
+    it = events(strings_capped(payload.chunks()))
     event, value = next(it, ("end", None))
     if event == "start_array" and format in (None, "chatgpt", "claude"):
         return _parse_list(it, format, limits, outline)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -38,6 +39,13 @@ CHUNK = 16 * 1024
 # deeper is an attack on the parser, and skipping it would still walk it.
 MAX_DEPTH = 64
 NOT_UTF8 = "The file is not UTF-8 text, a JSON export or a zip."
+# The longest string of a file, in its bytes between the quotes: yajl holds a
+# string whole (its buffer grows by doubling) before ijson builds it, in any
+# field, read or skipped, so one string as long as the unpacked file would cost
+# several times the file. Text a parser keeps is far shorter
+# (DELLM_IMPORT_MAX_MESSAGE_CHARS); this bounds what it reads past.
+MAX_STRING_BYTES = 16 * 1024 * 1024
+_QUOTE_OR_ESCAPE = re.compile(rb'["\\]')
 _BOM = codecs.BOM_UTF8
 
 
@@ -73,6 +81,68 @@ def checked_chunks(
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             raise ImportFormatError(NOT_UTF8, field="file") from None
+
+
+def strings_capped(chunks: Iterable[bytes], limit: int | None = None) -> Iterator[bytes]:
+    """The chunks as they are; ImportFormatError once a JSON string runs past `limit` bytes (MAX_STRING_BYTES).
+
+    Linear: a chunk with escapes is read from quote to quote (and, inside a
+    string, to each backslash, whose next byte is skipped) with `bytes.find`
+    and a one-class regular expression; one without, by counting its quotes.
+    Bytes that are not JSON are yajl's to refuse.
+    """
+    limit = MAX_STRING_BYTES if limit is None else limit
+    inside = escaped = False
+    length = 0
+    for chunk in chunks:
+        size, at = len(chunk), 0
+        if size <= limit and not escaped and b"\\" not in chunk:
+            # No escapes (most chunks of metadata): a string wholly inside is
+            # shorter than the chunk, so only the ends count, found in C.
+            quotes = chunk.count(b'"')
+            if quotes == 0:
+                length += size if inside else 0
+            else:
+                if inside:
+                    length += chunk.find(b'"')
+                    if length > limit:
+                        break
+                inside = inside != (quotes % 2 == 1)
+                length = size - chunk.rfind(b'"') - 1 if inside else 0
+            if length > limit:
+                break
+            yield chunk
+            continue
+        if escaped and size:
+            escaped, at, length = False, 1, length + 1
+        while at < size:
+            if not inside:
+                quote = chunk.find(b'"', at)
+                if quote < 0:
+                    break
+                inside, length, at = True, 0, quote + 1
+                continue
+            found = _QUOTE_OR_ESCAPE.search(chunk, at)
+            if found is None:
+                length += size - at
+                break
+            stop = found.start()
+            if chunk[stop] == 0x22:
+                length += stop - at
+                inside, at = False, stop + 1
+            elif stop + 1 < size:
+                length += stop + 2 - at
+                at = stop + 2
+            else:
+                length += size - at
+                escaped, at = True, size
+            if length > limit:
+                break  # a string closed past the limit is refused too
+        if length > limit:
+            break
+        yield chunk
+    if length > limit:
+        raise ImportFormatError(f"The file has a string longer than {limit} bytes.", field="file")
 
 
 def events(chunks: Iterable[bytes], *, final: bool = True) -> Generator[tuple[str, Any], None, None]:

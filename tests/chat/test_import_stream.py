@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+from hypothesis import given
+from hypothesis import settings as settings_hypothesis
+from hypothesis import strategies as st
 
 from chat import imports
 from chat.import_uploads import upload_read, upload_store
-from chat.importers import ImportFormatError, Limits, ParseResult, ZipLimits, parse_file, sniff_file
+from chat.importers import ImportFormatError, Limits, ParseResult, ZipLimits, parse_file, sniff_file, stream
+from chat.importers.stream import strings_capped
 from chat.models import ImportJob, Message
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -350,6 +354,71 @@ def test_a_conversation_over_its_text_budget_is_refused_whole_and_never_built_wh
         assert peak < 3 * 1_000_000
     # The setting is the import's limit.
     assert imports.import_limits().max_conversation_chars == settings.DELLM_IMPORT_MAX_CONVERSATION_CHARS
+
+
+def _longest_string(data: bytes) -> int:
+    """The reference: a byte at a time, the longest run between a string's quotes (escapes included)."""
+    longest = length = 0
+    inside = escaped = False
+    for byte in data:
+        if not inside:
+            if byte == 0x22:
+                inside, length = True, 0
+        elif escaped:
+            escaped, length = False, length + 1
+        elif byte == 0x5C:
+            escaped, length = True, length + 1
+        elif byte == 0x22:
+            inside, longest = False, max(longest, length)
+        else:
+            length += 1
+    return max(longest, length) if inside else longest
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\\n\u00e9\U0001f389', max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='k"\\', max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings_hypothesis(max_examples=300, deadline=None)
+@given(value=_json_values, ascii=st.booleans(), cuts=st.lists(st.integers(min_value=1, max_value=9), max_size=40))
+def test_the_string_cap_finds_the_longest_string_as_a_byte_at_a_time_reading_does(value, ascii, cuts):
+    data = json.dumps(value, ensure_ascii=ascii).encode()
+    chunks, at = [], 0
+    for cut in cuts:
+        chunks.append(data[at : at + cut])
+        at += cut
+    chunks.append(data[at:])
+    longest = _longest_string(data)
+    assert b"".join(strings_capped(chunks, longest)) == data
+    if longest:
+        with pytest.raises(ImportFormatError, match=f"longer than {longest - 1} bytes"):
+            list(strings_capped(chunks, longest - 1))
+
+
+def test_a_file_with_a_string_longer_than_the_cap_is_refused_before_it_is_built(monkeypatch):
+    """yajl holds a string whole before ijson builds it, in a skipped field too: one string as long as
+    the unpacked file cost several times the file. The file is refused once a string passes the cap."""
+    monkeypatch.setattr(stream, "MAX_STRING_BYTES", 1_000_000)
+    conversation = json.loads(long_chatgpt(conversations=1, messages=2, chars=10))[0]
+    conversation["mapping"]["root"]["metadata"] = {"blob": "x" * 5_000_000}
+    data = json.dumps([conversation]).encode()
+
+    def refused() -> str:
+        with pytest.raises(ImportFormatError) as caught:
+            parse_file(data)
+        return caught.value.message
+
+    peak, message = peak_bytes(refused)
+    assert message == "The file has a string longer than 1000000 bytes."
+    assert peak < 2_000_000
+    # At the cap it is read.
+    monkeypatch.setattr(stream, "MAX_STRING_BYTES", 5_000_000)
+    assert parse_file(data).message_count == 2
 
 
 def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_oldest_first(
