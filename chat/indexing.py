@@ -9,17 +9,35 @@ lock (a model call must not hold up replies and deletions), and each vector
 is stored only if the index it was computed from is still current.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from django.conf import settings
+from django.db.models.functions import Length
 
 from chat.embeddings import Embedder, get_embedder
 from chat.index_context import TURN_VECTOR_WEIGHT, index_rows, index_vector
 from chat.models import Message
 from chat.writer import messages_index_embeddings_set
 
-# Messages embedded per call of the embedder (and per UPDATE).
+# Messages embedded per call of the embedder (and per UPDATE), and at most
+# this much of their text: a batch of 256 imported messages of 96,000
+# characters was 25 M characters read, embedded and held at once.
 EMBED_BATCH = 256
+EMBED_CHARS = 1_000_000
+
+
+def _batches(todo: list[tuple[int, int]]) -> Iterator[list[int]]:
+    """The ids of `(id, characters)` in runs of at most EMBED_BATCH and EMBED_CHARS (one message at least)."""
+    batch: list[int] = []
+    chars = 0
+    for pk, length in todo:
+        if batch and (len(batch) == EMBED_BATCH or chars + length > EMBED_CHARS):
+            yield batch
+            batch, chars = [], 0
+        batch.append(pk)
+        chars += length
+    if batch:
+        yield batch
 
 
 def messages_index_embed(
@@ -32,7 +50,7 @@ def messages_index_embed(
 ) -> int:
     """Embed the index text of the owner's memory messages `ids` (those without a vector, unless `missing_only=False`).
 
-    Batches of EMBED_BATCH. Returns how many vectors were stored. A system
+    Batches of EMBED_BATCH messages and EMBED_CHARS characters. Returns how many vectors were stored. A system
     prompt, a tool step or a purged tombstone is never embedded; a
     soft-deleted message is (an undo brings it back with its index whole). `embedder`
     and `model`: the lab's embedder under test (default: the configured one).
@@ -49,10 +67,10 @@ def messages_index_embed(
     )
     if missing_only:
         memory = memory.filter(embedding__isnull=True)
-    todo = sorted(memory.exclude(content="").values_list("pk", flat=True))
+    todo = memory.exclude(content="").annotate(chars=Length("content")).order_by("pk").values_list("pk", "chars")
     stored = 0
-    for start in range(0, len(todo), EMBED_BATCH):
-        rows = index_rows(owner_id=owner_id, ids=todo[start : start + EMBED_BATCH])
+    for batch in _batches(list(todo)):
+        rows = index_rows(owner_id=owner_id, ids=batch)
         # The previous turns are embedded only when they weigh in the vector.
         turns = [row for row in rows if row.turn] if TURN_VECTOR_WEIGHT else []
         embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []

@@ -15,6 +15,7 @@ be a network call: never under the owner's lock).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -70,9 +71,10 @@ def indexes_refresh(*, owner_id: int, ids: Iterable[int], fresh: Iterable[int] =
 _INDEX_EMBEDDINGS_SQL = f"""
 UPDATE {_TABLE} AS m
 SET embedding = u.embedding::vector, embedding_model = %(model)s, updated_at = now()
-FROM unnest(%(ids)s::bigint[], %(embeddings)s::text[], %(contents)s::text[], %(sources)s::text[])
-     AS u(id, embedding, content, sources)
-WHERE m.owner_id = %(owner)s AND m.id = u.id AND m.status <> 'purged' AND m.content = u.content
+FROM unnest(%(ids)s::bigint[], %(embeddings)s::text[], %(digests)s::text[], %(sources)s::text[])
+     AS u(id, embedding, digest, sources)
+WHERE m.owner_id = %(owner)s AND m.id = u.id AND m.status <> 'purged'
+  AND sha256(convert_to(m.content, 'UTF8')) = decode(u.digest, 'hex')
   AND m.index_sources = u.sources::bigint[]
   AND (NOT %(missing_only)s OR m.embedding IS NULL)
 """
@@ -99,7 +101,8 @@ def messages_index_embeddings_set(
         "owner": owner_id,
         "ids": [pk for pk, _, _, _ in kept],
         "embeddings": [vector_literal(vector) for _, _, _, vector in kept if vector is not None],
-        "contents": [content for _, content, _, _ in kept],
+        # The text's digest, not the text: sent back whole, a batch of long messages was copied again.
+        "digests": [hashlib.sha256(content.encode()).hexdigest() for _, content, _, _ in kept],
         "sources": ["{" + ",".join(str(s) for s in sources) + "}" for _, _, sources, _ in kept],
         "model": model,
         "missing_only": missing_only,

@@ -16,7 +16,8 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat import imports
+from chat import imports, indexing
+from chat.embeddings import get_embedder
 from chat.importers import parse_file
 from chat.index_context import INDEX_CONTEXT_WORDS, index_rows
 from chat.indexing import messages_index_embed
@@ -80,6 +81,41 @@ def test_the_context_is_the_first_words_of_the_previous_turn(owner):
     context = index_rows(owner_id=owner.pk, ids=[reply.pk])[0].context
     assert context.endswith(f"word{INDEX_CONTEXT_WORDS - 1}")
     assert f"word{INDEX_CONTEXT_WORDS}" not in context.split()
+
+
+class _Spy:
+    """The configured embedder, recording each call's texts; `during` runs inside the first call."""
+
+    def __init__(self, during=lambda: None) -> None:
+        self.inner, self.calls, self.during = get_embedder(), [], during
+        self.model_name = self.inner.model_name
+
+    def embed(self, texts):
+        self.calls.append([len(text) for text in texts])
+        self.during, during = (lambda: None), self.during
+        during()
+        return self.inner.embed(texts)
+
+
+def test_long_messages_are_embedded_in_batches_of_bounded_text(owner, monkeypatch):
+    """A batch of 256 imported messages of 96,000 characters was 25 M characters held at once."""
+    monkeypatch.setattr(indexing, "EMBED_CHARS", 25_000)
+    thread = make_thread(owner)
+    made = [message_create(thread=thread, role="user", content=f"{n} " + "word " * 2_000) for n in range(5)]
+    spy = _Spy()
+    assert messages_index_embed(owner_id=owner.pk, ids=[m.pk for m in made], embedder=spy) == 5
+    # 10,002 characters each: two a batch.
+    assert [len(call) for call in spy.calls] == [2, 2, 1]
+    assert all(m.embedding is not None for m in Message.objects.filter(pk__in=[m.pk for m in made]))
+
+
+def test_a_vector_of_a_text_changed_while_it_was_embedded_is_not_stored(owner):
+    (message,) = typed(owner, [("user", BEFORE)])
+    Message.objects.filter(pk=message.pk).update(embedding=None)
+    spy = _Spy(during=lambda: Message.objects.filter(pk=message.pk).update(content=LATER))
+    assert messages_index_embed(owner_id=owner.pk, ids=[message.pk], embedder=spy) == 0
+    assert Message.objects.get(pk=message.pk).embedding is None
+    assert messages_index_embed(owner_id=owner.pk, ids=[message.pk]) == 1
 
 
 @pytest.mark.django_db(transaction=True)
