@@ -21,6 +21,9 @@ from chat.importers.base import ImportFormatError
 from chat.importers.stream import checked_chunks
 
 ZIP_MAGIC = b"PK\x03\x04"
+# The central directory a zip may have: about 70,000 entries, far more than an
+# export's files (ChatGPT's: the JSON, the HTML page, uploaded files, images).
+MAX_DIRECTORY_BYTES = 8 * 1024 * 1024
 _UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError, zlib.error)
 
 
@@ -83,6 +86,15 @@ def _capped(read: Callable[[int], bytes], peek: int | None) -> Callable[[int], b
 
 def zip_member(file: IO[bytes], name: str, limits: ZipLimits) -> Payload:
     """The member `name` of the zip, its declared sizes checked; its real size is counted as it is read."""
+    # `ZipFile` builds an object per entry of the central directory: a 50 MB
+    # zip of empty entries would be hundreds of megabytes of them. Its size is
+    # read first, from the end record (the standard library's own reader, Zip64 aware).
+    try:
+        end = zipfile._EndRecData(file)  # type: ignore[attr-defined]
+    except OSError:
+        end = None
+    if end is not None and end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:  # type: ignore[attr-defined]
+        raise ImportFormatError("The zip lists too many files.", field="file")
     try:
         archive = zipfile.ZipFile(file)
     except (zipfile.BadZipFile, ValueError, OSError, EOFError):
