@@ -42,7 +42,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chat.import_uploads import upload_read, upload_store
+from chat.import_uploads import UploadGone, upload_open, upload_store
 from chat.importers import (
     Conversation,
     ImportedEdge,
@@ -97,6 +97,9 @@ PROGRESS_FIELDS = (
 # which fields and ids are, copied without a bound would ride every progress event.
 MAX_ERRORS = 100
 MAX_ERROR_CHARS = 200
+
+
+UPLOAD_GONE = "The uploaded file is gone; upload it again."
 
 
 class PayloadTooLarge(DomainError):
@@ -511,13 +514,15 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     job = ImportJob.objects.filter(pk=job_id).first()
     if job is None or not started:
         return job
-    upload = upload_read(job_id=job_id)
+    upload = upload_open(job_id=job_id)
     if upload is None:
-        return _job_finish(job, error="The uploaded file is gone; upload it again.")
+        return _job_finish(job, error=UPLOAD_GONE)
+    # The running counts (one object, updated in place): a job that fails keeps what landed.
+    landed: list[ImportProgress] = []
     try:
-        # The upload's bytes (at most DELLM_IMPORT_MAX_BYTES) are read as a stream, a ChatGPT or
-        # Claude list once whole for its outline, then, fetched again for each pass, a batch of
-        # conversations at a time as they land: the bytes are not held while a batch lands.
+        # The upload is read from the database a block at a time (chat.import_uploads), a ChatGPT
+        # or Claude list once whole for its outline, then, opened again for each pass, a batch of
+        # conversations at a time as they land.
         parsed = history_parse(
             data=upload, format=job.format or None, outline=True, reopen=lambda: _upload_again(job_id)
         )
@@ -532,6 +537,7 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
             # A row update and a ping per conversation would double a large
             # import's round trips: at most a few per second, and the last.
             nonlocal last_saved
+            landed[:] = [progress]
             if not final and time.monotonic() - last_saved < PROGRESS_INTERVAL_S:
                 return
             last_saved = time.monotonic()
@@ -544,19 +550,22 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
 
         record(history_import(owner_id=job.owner_id, parsed=parsed, on_progress=record), final=True)
     except DomainError as exc:
-        return _job_finish(job, error=exc.message)
+        return _job_finish(job, error=exc.message, landed=landed)
+    except UploadGone:
+        # Swept while it ran (import_jobs_sweep) or erased by a purge: what landed stays.
+        return _job_finish(job, error=UPLOAD_GONE, landed=landed)
     except Exception:
         logger.exception("import %s failed unexpectedly", job_id)
-        _job_finish(job, error="Something went wrong during the import; what was imported stays.")
+        _job_finish(job, error="Something went wrong during the import; what was imported stays.", landed=landed)
         raise
     return _job_finish(job, error="")
 
 
-def _upload_again(job_id: int) -> bytes:
-    upload = upload_read(job_id=job_id)
+def _upload_again(job_id: int) -> IO[bytes]:
+    upload = upload_open(job_id=job_id)
     if upload is None:
-        # Swept while it ran (import_jobs_sweep); what landed stays, and importing the file again adds the rest.
-        raise NotFound("The uploaded file is gone; upload it again.")
+        # What landed stays, and importing the file again adds the rest.
+        raise UploadGone(job_id)
     return upload
 
 
@@ -579,13 +588,20 @@ def _clipped(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "\u2026"
 
 
-def _job_finish(job: ImportJob, *, error: str) -> ImportJob:
+def _job_finish(job: ImportJob, *, error: str, landed: list[ImportProgress] | None = None) -> ImportJob:
+    """End the job and drop its upload; `landed`: the counts of a run that failed, saved with it."""
+    fields = ["status", "error", "finished_at"]
+    if landed:
+        for name in PROGRESS_FIELDS:
+            setattr(job, name, getattr(landed[-1], name))
+        job.errors = errors_capped(landed[-1].errors)
+        fields += PROGRESS_FIELDS
     with transaction.atomic():
         ImportUpload.objects.filter(job_id=job.pk).delete()
         job.status = ImportJob.Status.FAILED if error else ImportJob.Status.DONE
         job.error = _clipped(error) if error else error
         job.finished_at = timezone.now()
-        job.save(update_fields=["status", "error", "finished_at"])
+        job.save(update_fields=fields)
     return job
 
 
