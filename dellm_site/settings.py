@@ -371,14 +371,16 @@ DELLM_DATA_DIR = embedded.data_dir()
 # file may hold. A conversation's replies derive from everything before them,
 # stored in linear form (chat/lineage.py): about one edge per message.
 DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
-# The unpacked text: parsed as a stream (chat/importers/stream.py), the worker
-# holds the kept text of the conversations and one conversation's fields, so
-# its peak follows this (docs/IMPORT.md: under 300 MB at 100 MB of text).
+# The unpacked text: parsed as a stream (chat/importers/stream.py); the worker
+# holds an outline, then at most 8 M characters of it at a time, so its peak
+# does not follow this (docs/IMPORT.md, "Reading a file in bounded memory").
 DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 128 * 1024 * 1024)
 DELLM_IMPORT_MAX_CONVERSATIONS = env_int("DELLM_IMPORT_MAX_CONVERSATIONS", 10_000)
 DELLM_IMPORT_MAX_MESSAGES = env_int("DELLM_IMPORT_MAX_MESSAGES", 100_000)
 DELLM_IMPORT_MAX_CONVERSATION_MESSAGES = env_int("DELLM_IMPORT_MAX_CONVERSATION_MESSAGES", 2_000)
 DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_000)
+# A conversation of ChatGPT's or Claude's list is held whole while read and
+# landed: the text it may build (every branch). Past it, it is refused by name.
 DELLM_IMPORT_MAX_CONVERSATION_CHARS = env_int("DELLM_IMPORT_MAX_CONVERSATION_CHARS", 8_000_000)
 # DeLLM's export: its edges are held until the whole file is read (about 150 bytes each).
 DELLM_IMPORT_MAX_EDGES = env_int("DELLM_IMPORT_MAX_EDGES", 1_000_000)
