@@ -63,6 +63,7 @@ from chat.tasks import import_run_task
 from chat.writer import Branch, GraphEdge, GraphMessage, Supplied, graph_store, transcripts_store
 from dellm_site.errors import DomainError, NotFound, ValidationFailed
 from dellm_site.locks import owner_lock
+from dellm_site.runs import bounded_runs
 
 logger = logging.getLogger(__name__)
 
@@ -268,16 +269,8 @@ def _conversations(parsed: ParseResult) -> Iterator[Conversation]:
         yield from parsed.conversations
         return
     assert parsed.read is not None  # an outline comes with its reader
-    batch: list[Outline] = []
-    messages = chars = 0
-    for outline in sorted(parsed.outlines, key=_landing_order):
-        if batch and (messages + outline.messages > READ_MESSAGES or chars + outline.chars > READ_CHARS):
-            yield from _read_back(parsed.read, batch)
-            batch, messages, chars = [], 0, 0
-        batch.append(outline)
-        messages += outline.messages
-        chars += outline.chars
-    if batch:
+    in_order = sorted(parsed.outlines, key=_landing_order)
+    for batch in bounded_runs(in_order, weigh=lambda o: (o.messages, o.chars), limits=(READ_MESSAGES, READ_CHARS)):
         yield from _read_back(parsed.read, batch)
 
 
@@ -518,7 +511,7 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
     if upload is None:
         return _job_finish(job, error=UPLOAD_GONE)
     # The running counts (one object, updated in place): a job that fails keeps what landed.
-    landed: list[ImportProgress] = []
+    landed: ImportProgress | None = None
     try:
         # The upload is read from the database a block at a time (chat.import_uploads), a ChatGPT
         # or Claude list once whole for its outline, then, opened again for each pass, a batch of
@@ -536,14 +529,12 @@ def import_job_run(*, job_id: int, on_progress: Callable[[ImportJob], None] | No
         def record(progress: ImportProgress, *, final: bool = False) -> None:
             # A row update and a ping per conversation would double a large
             # import's round trips: at most a few per second, and the last.
-            nonlocal last_saved
-            landed[:] = [progress]
+            nonlocal last_saved, landed
+            landed = progress
             if not final and time.monotonic() - last_saved < PROGRESS_INTERVAL_S:
                 return
             last_saved = time.monotonic()
-            for name in PROGRESS_FIELDS:
-                setattr(job, name, getattr(progress, name))
-            job.errors = errors_capped(progress.errors)
+            _progress_set(job, progress)
             job.save(update_fields=list(PROGRESS_FIELDS))
             if on_progress is not None:
                 on_progress(job)
@@ -588,13 +579,17 @@ def _clipped(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "\u2026"
 
 
-def _job_finish(job: ImportJob, *, error: str, landed: list[ImportProgress] | None = None) -> ImportJob:
+def _progress_set(job: ImportJob, progress: ImportProgress) -> None:
+    for name in PROGRESS_FIELDS:
+        setattr(job, name, getattr(progress, name))
+    job.errors = errors_capped(progress.errors)
+
+
+def _job_finish(job: ImportJob, *, error: str, landed: ImportProgress | None = None) -> ImportJob:
     """End the job and drop its upload; `landed`: the counts of a run that failed, saved with it."""
     fields = ["status", "error", "finished_at"]
-    if landed:
-        for name in PROGRESS_FIELDS:
-            setattr(job, name, getattr(landed[-1], name))
-        job.errors = errors_capped(landed[-1].errors)
+    if landed is not None:
+        _progress_set(job, landed)
         fields += PROGRESS_FIELDS
     with transaction.atomic():
         ImportUpload.objects.filter(job_id=job.pk).delete()

@@ -9,7 +9,7 @@ lock (a model call must not hold up replies and deletions), and each vector
 is stored only if the index it was computed from is still current.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models.functions import Length
@@ -18,26 +18,13 @@ from chat.embeddings import Embedder, get_embedder
 from chat.index_context import TURN_VECTOR_WEIGHT, index_rows, index_vector
 from chat.models import Message
 from chat.writer import messages_index_embeddings_set
+from dellm_site.runs import bounded_runs
 
 # Messages embedded per call of the embedder (and per UPDATE), and at most
 # this much of their text: a batch of 256 imported messages of 96,000
 # characters was 25 M characters read, embedded and held at once.
 EMBED_BATCH = 256
 EMBED_CHARS = 1_000_000
-
-
-def _batches(todo: list[tuple[int, int]]) -> Iterator[list[int]]:
-    """The ids of `(id, characters)` in runs of at most EMBED_BATCH and EMBED_CHARS (one message at least)."""
-    batch: list[int] = []
-    chars = 0
-    for pk, length in todo:
-        if batch and (len(batch) == EMBED_BATCH or chars + length > EMBED_CHARS):
-            yield batch
-            batch, chars = [], 0
-        batch.append(pk)
-        chars += length
-    if batch:
-        yield batch
 
 
 def messages_index_embed(
@@ -69,8 +56,8 @@ def messages_index_embed(
         memory = memory.filter(embedding__isnull=True)
     todo = memory.exclude(content="").annotate(chars=Length("content")).order_by("pk").values_list("pk", "chars")
     stored = 0
-    for batch in _batches(list(todo)):
-        rows = index_rows(owner_id=owner_id, ids=batch)
+    for batch in bounded_runs(todo, weigh=lambda row: (1, row[1]), limits=(EMBED_BATCH, EMBED_CHARS)):
+        rows = index_rows(owner_id=owner_id, ids=[pk for pk, _ in batch])
         # The previous turns are embedded only when they weigh in the vector.
         turns = [row for row in rows if row.turn] if TURN_VECTOR_WEIGHT else []
         embedded = list(embedder.embed([row.content for row in rows] + [row.turn for row in turns])) if rows else []

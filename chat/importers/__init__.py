@@ -189,9 +189,9 @@ def _parse_list(
         if outline is None:
             return ParseResult(format=format)
         return ParseResult(format=format, outlines=[], read=_read_none)
+    budget = TextBudget(limits.max_conversation_chars)
     if format is None:
         first_schema = union(chatgpt.schema(limits), claude.schema(limits))
-        budget = TextBudget(limits.max_conversation_chars)
         first = build(it, event, value, first_schema, 1, budget)
         format = "chatgpt" if chatgpt.looks_like(first) else "claude" if claude.looks_like(first) else None
         if format is None:
@@ -199,7 +199,6 @@ def _parse_list(
             raise _unsupported()
     else:
         first_schema = _LISTS[format].schema(limits)
-        budget = TextBudget(limits.max_conversation_chars)
         first = build(it, event, value, first_schema, 1, budget)
     module = _LISTS[format]
     collector = Collector(

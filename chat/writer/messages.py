@@ -16,6 +16,7 @@ from chat.lineage import sources_landed, transcript_sources
 from chat.models import ContextEdge, Message, Thread
 from chat.writer.indexes import indexes_refresh
 from dellm_site.locks import owner_lock
+from dellm_site.runs import bounded_runs
 
 # ContextEdge.rank is a smallint.
 MAX_RANK = 32767
@@ -109,18 +110,13 @@ def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Mess
 
 def _messages_insert(rows: Sequence[Message]) -> list[Message]:
     """`bulk_create` the rows, in statements of at most INSERT_CHARS of text each (all in the caller's transaction)."""
-    batch: list[Message] = []
-    size = 0
-    for row in rows:
-        length = len(row.content) + (_VECTOR_CHARS if row.embedding is not None else 0)
-        if batch and size + length > INSERT_CHARS:
-            Message.objects.bulk_create(batch)
-            batch, size = [], 0
-        batch.append(row)
-        size += length
-    if batch:
+    for batch in bounded_runs(rows, weigh=_insert_chars, limits=(INSERT_CHARS,)):
         Message.objects.bulk_create(batch)
     return list(rows)
+
+
+def _insert_chars(row: Message) -> tuple[int]:
+    return (len(row.content) + (_VECTOR_CHARS if row.embedding is not None else 0),)
 
 
 def _live(owner_id: int, ids: Iterable[int]) -> set[int]:

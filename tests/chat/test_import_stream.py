@@ -66,6 +66,13 @@ def peak_bytes(call) -> tuple[int, object]:
         tracemalloc.stop()
 
 
+def refusal(call, data) -> str:
+    """The message of the ImportFormatError `call(data)` raises."""
+    with pytest.raises(ImportFormatError) as caught:
+        call(data)
+    return caught.value.message
+
+
 def test_parse_peak_memory_is_a_fraction_of_the_file_not_a_multiple():
     data = bloated_chatgpt(conversations=100, messages=10, metadata=300)
     assert len(data) > 6_000_000
@@ -157,13 +164,7 @@ def _lie_about_size(data: bytes, size: int) -> bytes:
 def test_a_zip_bomb_lying_in_its_headers_is_refused_while_reading_in_bounded_memory():
     bomb = _lie_about_size(_zip({"conversations.json": b"[" + b" " * 50_000_000 + b"]"}), 1_000)
     assert len(bomb) < 100_000
-
-    def refused():
-        with pytest.raises(ImportFormatError) as caught:
-            parse_file(bomb)
-        return caught.value.message
-
-    peak, message = peak_bytes(refused)
+    peak, message = peak_bytes(lambda: refusal(parse_file, bomb))
     assert message == "conversations.json in the zip cannot be read."
     assert peak < 2_000_000
 
@@ -178,17 +179,11 @@ def test_a_zip_listing_too_many_files_is_refused_before_its_directory_is_read(mo
             zf.writestr(f"files/{n:05}.png", b"")
     data = buffer.getvalue()
     for check in (sniff_file, parse_file):
-        peak, message = peak_bytes(lambda check=check: _refusal(check, data))
+        peak, message = peak_bytes(lambda check=check: refusal(check, data))
         assert message == "The zip lists too many files."
         assert peak < 1_000_000
     monkeypatch.setattr(archive, "MAX_DIRECTORY_BYTES", 1_000_000)
     assert parse_file(data).conversation_count == len(json.loads(CHATGPT))
-
-
-def _refusal(call, data) -> str:
-    with pytest.raises(ImportFormatError) as caught:
-        call(data)
-    return caught.value.message
 
 
 def test_a_member_over_the_limit_is_refused_by_its_header_before_it_is_unpacked(monkeypatch):
@@ -431,13 +426,7 @@ def test_a_file_with_a_string_longer_than_the_cap_is_refused_before_it_is_built(
     conversation = json.loads(long_chatgpt(conversations=1, messages=2, chars=10))[0]
     conversation["mapping"]["root"]["metadata"] = {"blob": "x" * 5_000_000}
     data = json.dumps([conversation]).encode()
-
-    def refused() -> str:
-        with pytest.raises(ImportFormatError) as caught:
-            parse_file(data)
-        return caught.value.message
-
-    peak, message = peak_bytes(refused)
+    peak, message = peak_bytes(lambda: refusal(parse_file, data))
     assert message == "The file has a string longer than 1000000 bytes."
     assert peak < 2_000_000
     # At the cap it is read.
