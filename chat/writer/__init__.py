@@ -43,7 +43,7 @@ holds it (a turn commit checking its turn, a deletion holding its audit row)
 keeps it and loses nothing. Embedding updates take no lock: each is a
 conditional UPDATE that leaves a removed row alone, so a purge that commits
 first wins and keeps no vector (I3). The lab's bulk loaders (`messages_copy`,
-`edges_copy`, `owners_history_delete`) take none either: they load or drop
+`messages_index_build`, `edges_copy`, `owners_history_delete`) take none either: they load or drop
 whole synthetic histories of a benchmark database, never a live one.
 
 Indexes are derived (`chat.index_context`): a message's search vector and
@@ -69,7 +69,7 @@ and `source_id` are written where the thread is created or renamed
 neutralises imported titles and digests their keys).
 """
 
-from chat.writer.bulk import edges_copy, messages_copy, owners_history_delete
+from chat.writer.bulk import edges_copy, messages_copy, messages_index_build, owners_history_delete
 from chat.writer.indexes import indexes_refresh, messages_index_embeddings_set
 from chat.writer.messages import (
     Branch,
@@ -109,6 +109,7 @@ __all__ = [
     "messages_copy",
     "messages_expiring_clear",
     "messages_expiring_mark",
+    "messages_index_build",
     "messages_index_embeddings_set",
     "messages_remove",
     "messages_restore",

@@ -20,28 +20,34 @@ _COPY_TYPES = [
 ]
 
 
-def messages_copy(*, copy_cursor: Any, rows: Iterable[tuple[Any, ...]]) -> None:
+def messages_copy(*, copy_cursor: Any, rows: Iterable[tuple[Any, ...]]) -> list[int]:
     """COPY new active messages in binary: `(id, owner_id, thread_id, seq, role, content, embedding,
     embedding_model, created_at)`; `copy_cursor` is a psycopg cursor with pgvector's dumper registered.
+    Returns their ids.
 
     For the seeder: a fresh synthetic history with nothing removed, so every
-    source is live (rule 1) by construction; `edges_copy` links it. Then each
-    row's index (search vector, sources) is computed as for a chat turn
-    (`indexes_refresh`, in batches); the seeder's vectors are kept.
+    source is live (rule 1) by construction; `edges_copy` links it. Their
+    indexes are not computed yet: `messages_index_build` does, once the
+    table's indexes exist (each row's previous turn is an index look-up).
     """
-    ids: dict[int, list[int]] = {}
+    ids = []
     with copy_cursor.copy(
         f"COPY {MESSAGES} (id, owner_id, thread_id, seq, role, content, embedding, embedding_model, "
         "status, created_at, updated_at) FROM STDIN (FORMAT BINARY)"
     ) as copy:
         copy.set_types(_COPY_TYPES)
         for *head, created_at in rows:
-            ids.setdefault(head[1], []).append(head[0])
+            ids.append(head[0])
             copy.write_row((*head, Message.Status.ACTIVE.value, created_at, created_at))
-    for owner_id, owned in ids.items():
-        for start in range(0, len(owned), INDEX_BATCH):
-            batch = owned[start : start + INDEX_BATCH]
-            indexes_refresh(owner_id=owner_id, ids=batch, fresh=batch)
+    return ids
+
+
+def messages_index_build(*, owner_id: int, ids: Sequence[int]) -> None:
+    """Compute the index (search vector, sources) of the owner's messages loaded by `messages_copy`, as a chat
+    turn's (`indexes_refresh`, INDEX_BATCH rows a statement); the loaded vectors are kept."""
+    for start in range(0, len(ids), INDEX_BATCH):
+        batch = ids[start : start + INDEX_BATCH]
+        indexes_refresh(owner_id=owner_id, ids=batch, fresh=batch)
 
 
 def edges_copy(*, copy_cursor: Any, owner_id: int, rows: Iterable[tuple[int, int, int, float]]) -> None:

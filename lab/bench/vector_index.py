@@ -39,7 +39,7 @@ from chat.vector_indexes import (
     owner_vector_index_sync,
     owner_vector_indexes,
 )
-from chat.writer import messages_copy, owners_history_delete
+from chat.writer import messages_copy, messages_index_build, owners_history_delete
 from lab.bench.measure import stats, timed
 from lab.bench.seed import sentences
 from lab.evaluation.personas import pf_generate
@@ -83,7 +83,7 @@ def _load(owner_id: int, texts: list[str], vectors: np.ndarray, model: str) -> N
         first = cursor.fetchone()[0] - n + 1
         with connection.connection.cursor() as copy_cursor:
             register_vector_info(copy_cursor, TypeInfo.fetch(connection.connection, "vector"))
-            messages_copy(
+            loaded = messages_copy(
                 copy_cursor=copy_cursor,
                 rows=(
                     (
@@ -100,6 +100,7 @@ def _load(owner_id: int, texts: list[str], vectors: np.ndarray, model: str) -> N
                     for i in range(n)
                 ),
             )
+        messages_index_build(owner_id=owner_id, ids=loaded)
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {partition_of(table=Message._meta.db_table, owner_id=owner_id)}")
 

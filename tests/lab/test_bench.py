@@ -37,6 +37,10 @@ def test_seed_loads_bench_users_only_and_restores_indexes(transactional_db):
     assert sizes == [101, 300, 300]
     assert _index_count() == indexes
     assert taint_violations() == []
+    # Each message is indexed as a turn's, once the indexes are back: with its thread's previous message.
+    first_turn, second_turn = Message.objects.filter(owner_id=owners[0], seq__in=[1, 2]).order_by("seq")
+    assert (first_turn.index_sources, second_turn.index_sources) == ([], [first_turn.pk])
+    assert not Message.objects.filter(owner_id__in=owners, search__isnull=True).exists()
     # Each reply: its user message plus 5 earlier ones (fewer at the very start).
     reply = Message.objects.get(owner_id=owners[0], seq=200)
     assert sorted(ContextEdge.objects.filter(target=reply).values_list("rank", flat=True)) == [0, 1, 2, 3, 4, 5]
