@@ -216,14 +216,14 @@ def thread_match(*, owner: User, earlier: list[Said]) -> Thread | None:
             break
         hits = Message.objects.filter(
             owner=owner, role=said.role, status__in=Message.LIVE, content=said.text, replaces__isnull=True
-        ).select_related("thread")
+        )
         if any(ch.isalnum() for ch in said.text):
             hits = hits.filter(search=SearchQuery(said.text[:2000], config="english", search_type="plain"))
         for hit in hits.order_by("-seq")[:MATCH_CANDIDATES]:
             if hit.thread_id in candidates:
                 continue
             if _positioned(owner_id=hit.owner_id, thread_id=hit.thread_id).filter(seq__lt=hit.seq).count() == position:
-                candidates[hit.thread_id] = hit.thread
+                candidates[hit.thread_id] = Thread.objects.get(owner=owner, pk=hit.thread_id)
     best: tuple[int, object, Thread] | None = None
     for thread in candidates.values():
         alignment = transcript_align(thread=thread, earlier=earlier)

@@ -36,7 +36,7 @@ class OwnerPartitioned(models.Model):
         super().refresh_from_db(using=using, fields=fields, from_queryset=from_queryset)
 
 
-class Thread(models.Model):
+class Thread(OwnerPartitioned):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
     title = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -107,7 +107,8 @@ class Message(OwnerPartitioned):
     REMOVED = (Status.DELETED, Status.PURGED)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages")
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    # In the database (owner_id, thread_id) references the thread's (owner_id, id): a message's thread is its owner's.
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages", db_constraint=False)
     seq = models.PositiveBigIntegerField(help_text="Per-owner sequence number (the paper's message id).")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)

@@ -40,11 +40,11 @@ def thread_create(*, owner: User, title: str = "") -> Thread:
     return Thread.objects.create(owner=owner, title=title)
 
 
-def thread_rename(*, thread_id: int, title: str) -> Thread:
+def thread_rename(*, owner_id: int, thread_id: int, title: str) -> Thread:
     title = (title or "").strip()
     if len(title) > TITLE_MAX:
         raise ValidationFailed(f"A title has at most {TITLE_MAX} characters.", fields={"title": "too long"})
-    thread = Thread.objects.filter(pk=thread_id).first()
+    thread = Thread.objects.filter(owner_id=owner_id, pk=thread_id).first()
     if thread is None:
         raise NotFound(f"No thread with id {thread_id}.")
     thread.title = title
@@ -395,7 +395,11 @@ def tool_results_turn_create(
     it once it listens). Raises SourcesRemoved if the call is no longer live.
     """
     with transaction.atomic():
-        system_message = system_message_store(thread=call.thread, text=system) if system.strip() else None
+        system_message = (
+            system_message_store(thread=Thread.objects.get(owner_id=call.owner_id, pk=call.thread_id), text=system)
+            if system.strip()
+            else None
+        )
         if results:
             tool_results_store(owner_id=call.owner_id, call_id=call.pk, results=results)
         return Turn.objects.create(
@@ -547,7 +551,9 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
         named |= Q(errors__contains=[{"conversation": key}])
     jobs = list(ImportJob.objects.filter(named, owner_id=owner_id)) if threads else []
     for thread in threads:
-        Thread.objects.filter(pk=thread.pk).update(title=IMPORTED_TITLE, source_id=keys[thread.source_id])
+        Thread.objects.filter(owner_id=owner_id, pk=thread.pk).update(
+            title=IMPORTED_TITLE, source_id=keys[thread.source_id]
+        )
     for job in jobs:
         # A purged conversation's error keeps our sentence; its key becomes the
         # digest and its field loses everything past the first name (a message key).

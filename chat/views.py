@@ -95,7 +95,7 @@ class ThreadDetailView(APIView):
     def patch(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         data = validated(ThreadRenameSerializer, request.data)
         thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
-        thread = services.thread_rename(thread_id=thread.pk, title=data["title"])
+        thread = services.thread_rename(owner_id=request.user.pk, thread_id=thread.pk, title=data["title"])
         return Response(ThreadSerializer(thread).data)
 
 

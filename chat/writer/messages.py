@@ -153,8 +153,8 @@ def _indexes_store(*, owner_id: int, rows: Sequence[Message]) -> None:
     indexes_refresh(owner_id=owner_id, ids=new + followers, fresh=new)
 
 
-def _threads_touch(thread_ids: Iterable[int]) -> None:
-    Thread.objects.filter(pk__in=set(thread_ids)).update(updated_at=timezone.now())
+def _threads_touch(*, owner_id: int, thread_ids: Iterable[int]) -> None:
+    Thread.objects.filter(owner_id=owner_id, pk__in=set(thread_ids)).update(updated_at=timezone.now())
 
 
 # --- Storing messages --------------------------------------------------------
@@ -198,7 +198,7 @@ def message_store(
             owner_id=owner_id,
             rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
         )
-        _threads_touch([thread_id])
+        _threads_touch(owner_id=owner_id, thread_ids=[thread_id])
     return message
 
 
@@ -251,7 +251,7 @@ def tool_results_store(*, owner_id: int, call_id: int, results: Sequence[Supplie
             owner_id=owner_id,
             rows=[(call.pk, row.pk, index[row.tool_call_id], 1.0, ContextEdge.Signal.TOOL.value) for row in rows],
         )
-        _threads_touch([call.thread_id])
+        _threads_touch(owner_id=owner_id, thread_ids=[call.thread_id])
     return rows
 
 
@@ -313,7 +313,7 @@ def transcripts_store(*, owner_id: int, branches: Sequence[Branch]) -> Stored:
                 if target in fresh
             ]
         stored.edges = _edges_insert(owner_id=owner_id, rows=rows)
-        _threads_touch(m.thread_id for m in stored.created)
+        _threads_touch(owner_id=owner_id, thread_ids=(m.thread_id for m in stored.created))
     return stored
 
 
@@ -432,5 +432,5 @@ def graph_store(
             owner_id=owner_id,
             rows=[(ids[e.source], ids[e.target], e.rank, e.score, e.signal) for e in edges if e.target in rows],
         )
-        _threads_touch(m.thread_id for m in stored.created)
+        _threads_touch(owner_id=owner_id, thread_ids=(m.thread_id for m in stored.created))
     return stored

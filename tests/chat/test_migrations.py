@@ -1,4 +1,4 @@
-"""Migrations: chat depends on nothing but Django (the layering rule), and 0013 partitions an installation by owner."""
+"""Migrations: chat depends on nothing but Django (the layering rule); 0015 and 0017 partition by owner."""
 
 import itertools
 
@@ -38,10 +38,10 @@ def test_chat_models_relate_only_to_chat_and_django():
     assert outside == []
 
 
-# --- Migration chat 0015 / provenance 0004: an existing installation's tables become hash partitions by owner ---
+# --- Migrations chat 0015, 0017 / provenance 0004: an installation's tables become hash partitions by owner ---
 
 BEFORE = [("chat", "0014_index_recompute"), ("provenance", "0003_deletion_scrubbed_at")]
-PARTITIONED = ("chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
+PARTITIONED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
 
 
 def _rows(table: str) -> list[tuple]:
@@ -138,22 +138,25 @@ def test_partition_migration_converts_a_populated_installation(db, capsys):
     assert gin_children_off == settings.DELLM_PARTITIONS
     assert probe_on == partition_of(table="chat_message", owner_id=owners[1])
     assert sampled == []
-    assert [key for table, key in keys if key.startswith("PRIMARY")] == ["PRIMARY KEY (owner_id, id)"] * 4
+    assert [key for table, key in keys if key.startswith("PRIMARY")] == ["PRIMARY KEY (owner_id, id)"] * 5
     assert [key for table, key in keys if not key.startswith("PRIMARY") and "auth_user" not in key] == [
         "FOREIGN KEY (owner_id, source_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "FOREIGN KEY (owner_id, target_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "UNIQUE (owner_id, source_id, target_id)",
-        "FOREIGN KEY (thread_id) REFERENCES chat_thread(id) DEFERRABLE INITIALLY DEFERRED",
+        "FOREIGN KEY (owner_id, thread_id) REFERENCES chat_thread(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "UNIQUE (owner_id, seq)",
         "FOREIGN KEY (owner_id, reply_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "FOREIGN KEY (owner_id, system_message_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "FOREIGN KEY (owner_id, tool_call_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
         "FOREIGN KEY (owner_id, user_message_id) REFERENCES chat_message(owner_id, id) DEFERRABLE INITIALLY DEFERRED",
     ]
-    # The sequence goes on from where it was; an edge between two owners' messages is refused.
+    # The sequence goes on from where it was; an edge between two owners' messages, or a message in another
+    # owner's thread, is refused.
     thread = Thread.objects.filter(owner_id=owners[0]).get()
     fresh = Message.objects.create(owner_id=owners[0], thread=thread, seq=99, role="user", content="after")
     assert fresh.pk == last_id + 1
     stranger = Message.objects.filter(owner_id=owners[2]).first()
     with pytest.raises(IntegrityError), transaction.atomic():
         ContextEdge.objects.create(owner_id=owners[0], source=stranger, target=fresh, rank=1, score=0.5)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Message.objects.create(owner_id=owners[0], thread=stranger.thread, seq=100, role="user", content="astray")

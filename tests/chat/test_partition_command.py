@@ -19,6 +19,7 @@ def run(*args: str) -> str:
 def test_status_lists_each_table_and_its_partitions(db, settings):
     lines = run("--status").splitlines()
     assert [line.split(":")[0] for line in lines] == [
+        "chat_thread",
         "chat_message",
         "chat_turn",
         "chat_contextedge",

@@ -24,7 +24,7 @@ from chat.partitions import is_partitioned
 from dellm_site.auth import token_create
 from tests.factories import make_edge, make_message, make_thread
 
-PARTITIONED = ("chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
+PARTITIONED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
 _PARTITION = re.compile(rf"^({'|'.join(PARTITIONED)})_p\d+$")
 _READS = re.compile(r"^\s*(SELECT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 _TABLES = re.compile(rf"\b({'|'.join(PARTITIONED)})\b")

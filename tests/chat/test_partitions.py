@@ -48,13 +48,13 @@ def test_partition_index_is_the_owners_partitions_child_of_the_index(hashed_tabl
 
 
 def test_a_table_that_is_not_partitioned_is_its_own_answer(db):
-    assert not is_partitioned("chat_thread")
-    assert partition_of(table="chat_thread", owner_id=1) == "chat_thread"
-    assert partition_index(table="chat_thread", index="thread_owner_recent", owner_id=1) == "thread_owner_recent"
+    assert not is_partitioned("chat_importjob")
+    assert partition_of(table="chat_importjob", owner_id=1) == "chat_importjob"
+    assert partition_index(table="chat_importjob", index="import_owner_recent", owner_id=1) == "import_owner_recent"
 
 
 def test_the_per_owner_tables_are_hash_partitioned_by_owner(db, owner, settings):
-    tables = ("chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
+    tables = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT p.partrelid::regclass::text, p.partstrat, a.attname FROM pg_partitioned_table p "

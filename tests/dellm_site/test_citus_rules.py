@@ -21,9 +21,8 @@ from pglast.enums import A_Expr_Kind, BoolExprType
 from tests.helpers import client_for
 
 # The placement docs/SCALING.md describes.
-DISTRIBUTED = ("chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
-# chat_thread too (docs/SCALING.md): its keys do not name the owner yet, so it is replicated, not distributed.
-REFERENCE = ("auth_user", "chat_thread")
+DISTRIBUTED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
+REFERENCE = ("auth_user",)
 # Small per-owner tables no distributed table references: Citus local tables on the coordinator.
 COORDINATOR = ("chat_importjob", "chat_importupload", "chat_memoryread", "chat_agentaccess")
 

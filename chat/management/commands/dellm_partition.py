@@ -4,14 +4,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from chat.models import ContextEdge, Turn
+from chat.models import ContextEdge, Message, Turn
 from chat.partitions import PARTITIONED_TABLES, owner_foreign_keys_add, partition_status, partition_table
 
 
 class Command(BaseCommand):
     help = (
         "Show how the per-owner tables are partitioned by owner (--status, the default), or convert the ones "
-        "that are not (--convert: an installation whose migration chat 0015 / provenance 0004 was faked), "
+        "that are not (--convert: an installation whose migration chat 0015 / 0017 / provenance 0004 was faked), "
         "printing the copy's progress. docs/DEPLOYMENT.md, 'Partitions'."
     )
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
                             report=self.stdout.write,
                         ):
                             self.stdout.write(f"{table}: already partitioned")
-                    owner_foreign_keys_add(cursor, models=[Turn, ContextEdge])
+                    owner_foreign_keys_add(cursor, models=[Message, Turn, ContextEdge])
             except ValueError as exc:
                 # A unique key without owner_id: the schema is older than migration chat 0015's keys.
                 raise CommandError(f"{exc} (run `manage.py migrate` first; nothing was changed)") from None
