@@ -42,15 +42,15 @@ and the centroids are means of them, purged ones included.
 import hashlib
 import math
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection
 from psycopg import sql
 
 from chat.models import Message
 from chat.partitions import is_partitioned, partition_of
+from dellm_site.planning import planned_cursor
 
 INDEX_PREFIX = "message_ivf_owner_"
 # From here an index pays: an exact scan of 2,000 vectors takes about 0.5 ms,
@@ -69,7 +69,7 @@ MAX_PER_RELATION = 100
 # won over its index (0.9 ms). Every plan of a retrieval query sorts (the exact
 # top-N, the ranks, the fusion), so with sorts priced out only the ordered
 # index scan changes the choice; an owner without an index keeps the exact plan.
-VECTOR_INDEX_PLANNING = "SET LOCAL enable_sort = off"
+VECTOR_INDEX_PLANNING = {"enable_sort": "off"}
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
 _DIM = re.compile(r"::vector\((\d+)\)")
 # The model in the predicate, as PostgreSQL prints it back: '...'::text, quotes doubled.
@@ -83,20 +83,9 @@ class VectorIndex(NamedTuple):
     lists: int
 
 
-@contextmanager
-def vector_query_cursor(*, probes: int) -> Iterator[Any]:
-    """A cursor for one retrieval query: `probes` IVFFlat lists, sorts priced out (VECTOR_INDEX_PLANNING).
-
-    SET LOCAL needs a transaction and lasts until the outermost one ends: in
-    an enclosing transaction the settings are reset after the query, so its
-    later queries do not inherit them (a failed query's savepoint undoes them).
-    """
-    nested = connection.in_atomic_block
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL ivfflat.probes = {int(probes)}; {VECTOR_INDEX_PLANNING}")
-        yield cursor
-        if nested:
-            cursor.execute("RESET ivfflat.probes; RESET enable_sort")
+def vector_query_cursor(*, probes: int) -> AbstractContextManager[Any]:
+    """A cursor for one retrieval query: `probes` IVFFlat lists, sorts priced out (VECTOR_INDEX_PLANNING)."""
+    return planned_cursor({"ivfflat.probes": int(probes), **VECTOR_INDEX_PLANNING})
 
 
 def index_name(owner_id: int, model: str, dim: int) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connection
 
-from chat.index_context import INDEX_ROWS_SQL, TURN_VECTOR_WEIGHT, index_params
+from chat.index_context import INDEX_ROWS_SQL, TURN_VECTOR_WEIGHT, index_params, lookup_cursor
 from chat.models import Message
 from chat.selectors import vector_literal
 
@@ -56,7 +56,7 @@ def indexes_refresh(*, owner_id: int, ids: Iterable[int], fresh: Iterable[int] =
     wanted = sorted(set(ids))
     if not wanted:
         return []
-    with connection.cursor() as cursor:
+    with lookup_cursor() as cursor:
         params = {
             **index_params(owner_id=owner_id, ids=wanted),
             "fresh": sorted(set(fresh)),

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from chat import imports, indexing
 from chat.embeddings import get_embedder
 from chat.importers import parse_file
-from chat.index_context import INDEX_CONTEXT_WORDS, index_rows
+from chat.index_context import INDEX_CONTEXT_WORDS, INDEX_ROWS_SQL, index_params, index_rows, lookup_cursor
 from chat.indexing import messages_index_embed
 from chat.models import Message
 from chat.services import message_create
-from chat.writer import message_rewrite, messages_remove, messages_restore
+from chat.writer import Branch, Supplied, message_rewrite, messages_remove, messages_restore, transcripts_store
 from provenance import services as deletions
 from tests.factories import make_thread, make_user
 from tests.helpers import pg_dump
@@ -293,3 +293,14 @@ def test_the_data_migration_computes_the_same_index_as_the_writer(owner):
     rows.update(search=None, index_sources=[])
     migration.recompute(None, SimpleNamespace(connection=connection))
     assert list(rows.values_list("pk", "search", "index_sources")) == before
+
+
+def test_previous_turns_are_read_from_the_threads_index_while_statistics_lag(owner):
+    """Rows just written have no statistics: each look-up must still read its one row, not the whole history."""
+    thread = make_thread(owner)
+    items = [Supplied(role="user" if n % 2 else "assistant", content=f"turn number {n}") for n in range(400)]
+    created = transcripts_store(owner_id=owner.pk, branches=[Branch(thread_id=thread.pk, items=items)]).created
+    with lookup_cursor() as cursor:
+        cursor.execute("EXPLAIN " + INDEX_ROWS_SQL, index_params(owner_id=owner.pk, ids=[m.pk for m in created]))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert re.search(r"Index Scan Backward using \w*thread_id_seq\w* on \w+ q\b", plan), plan

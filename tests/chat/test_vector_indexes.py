@@ -15,7 +15,6 @@ from chat.selectors import _RELEVANT_SQL, IVFFLAT_PROBES, LIVE_STATUSES, context
 from chat.vector_indexes import (
     INDEX_PREFIX,
     MIN_MESSAGES,
-    VECTOR_INDEX_PLANNING,
     embedding_cast,
     index_name,
     owner_vector_index_sync,
@@ -120,7 +119,7 @@ def _retrieve_plan(question: Message, policy: str) -> tuple[list[int], str]:
         items = context_retrieve(message=question, policy=policy, k=5, threshold=0.2, window=0)
     [statement] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
     [setting] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]
-    assert setting == f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}; {VECTOR_INDEX_PLANNING}"
+    assert setting == f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}; SET LOCAL enable_sort = off"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(setting)
         cursor.execute(f"EXPLAIN {statement}")
