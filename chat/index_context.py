@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.db import connection
+from psycopg import sql
 
 from chat.models import LIVE_STATUSES, Message
+from chat.partitions import partition_of
 from dellm_site.planning import planned_cursor
 
 # Words of the previous turn in a message's index (docs/RETRIEVAL.md,
@@ -168,17 +171,43 @@ def index_rows(*, owner_id: int, ids: Iterable[int]) -> list[IndexRow]:
         ]
 
 
-def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
-    """Messages (not purged) of the owner whose index was built from any of `ids` (the GIN on index_sources)."""
+# The owner's messages in %(statuses)s, not in %(exclude)s, whose index
+# holds any of %(ids)s: one look-up of the owner's partition's
+# message_index_sources_gin per id (`@>`). The look-up names the partition
+# and nothing but the array, so the GIN index is its only plan: as one `&&`
+# of the whole list, or with the owner's condition beside it, the planner
+# compared each of the owner's rows with every id (5 s for the 10,000 of a
+# large purge; 40 ms this way, 1 ms for one id). The owner is filtered after it.
+_HOLDING_SQL = """
+SELECT DISTINCT h.id FROM unnest(%(ids)s::bigint[]) AS r(id)
+CROSS JOIN LATERAL (
+    SELECT m.id, m.owner_id, m.status FROM {part} m WHERE m.index_sources @> ARRAY[r.id] OFFSET 0
+) h
+WHERE h.owner_id = %(owner)s AND h.status = ANY(%(statuses)s) AND NOT (h.id = ANY(%(exclude)s::bigint[]))
+"""
+_NOT_PURGED = [str(s) for s in Message.Status if s != Message.Status.PURGED]
+
+
+def holding_sql(owner_id: int) -> str:
+    """_HOLDING_SQL on the owner's part of the message table (chat.partitions)."""
+    part = sql.Identifier(partition_of(table=_TABLE, owner_id=owner_id))
+    connection.ensure_connection()
+    return sql.SQL(_HOLDING_SQL).format(part=part).as_string(connection.connection)
+
+
+def _holding(*, owner_id: int, ids: Iterable[int], statuses: list[str], others_only: bool) -> list[int]:
     wanted = sorted(set(ids))
     if not wanted:
         return []
-    return sorted(
-        Message.objects.filter(owner_id=owner_id, index_sources__overlap=wanted)
-        .exclude(status=Message.Status.PURGED)
-        .exclude(pk__in=wanted)
-        .values_list("pk", flat=True)
-    )
+    params = {"owner": owner_id, "ids": wanted, "statuses": statuses, "exclude": wanted if others_only else []}
+    with connection.cursor() as cursor:
+        cursor.execute(holding_sql(owner_id), params)
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def index_dependents(*, owner_id: int, ids: Iterable[int]) -> list[int]:
+    """Messages (not purged) of the owner, not among `ids`, whose index was built from any of `ids`."""
+    return _holding(owner_id=owner_id, ids=ids, statuses=_NOT_PURGED, others_only=True)
 
 
 # The messages (not purged) whose previous turn each of %(ids)s (the owner's)
@@ -234,11 +263,4 @@ def index_followers(*, owner_id: int, ids: Iterable[int]) -> list[int]:
 
 def index_stale(*, owner_id: int, removed: Iterable[int]) -> list[int]:
     """Live messages of the owner whose index still holds words of a removed message (the receipt's check)."""
-    wanted = sorted(set(removed))
-    if not wanted:
-        return []
-    return sorted(
-        Message.objects.filter(owner_id=owner_id, status__in=Message.LIVE, index_sources__overlap=wanted).values_list(
-            "pk", flat=True
-        )
-    )
+    return _holding(owner_id=owner_id, ids=removed, statuses=LIVE_STATUSES, others_only=False)

@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 from chat import imports, indexing
 from chat.embeddings import get_embedder
 from chat.importers import parse_file
-from chat.index_context import INDEX_CONTEXT_WORDS, INDEX_ROWS_SQL, index_params, index_rows, lookup_cursor
+from chat.index_context import (
+    INDEX_CONTEXT_WORDS,
+    INDEX_ROWS_SQL,
+    holding_sql,
+    index_dependents,
+    index_params,
+    index_rows,
+    lookup_cursor,
+)
 from chat.indexing import messages_index_embed
 from chat.models import Message
 from chat.services import message_create
@@ -304,3 +312,15 @@ def test_previous_turns_are_read_from_the_threads_index_while_statistics_lag(own
         cursor.execute("EXPLAIN " + INDEX_ROWS_SQL, index_params(owner_id=owner.pk, ids=[m.pk for m in created]))
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert re.search(r"Index Scan Backward using \w*thread_id_seq\w* on \w+ q\b", plan), plan
+
+
+def test_the_indexes_built_from_removed_messages_are_found_by_one_index_look_up_each(owner):
+    """The planner chose to compare each of the owner's rows with every removed id (5 s for a purge of 10,000)."""
+    made = typed(owner, [("user" if n % 2 else "assistant", f"turn number {n}") for n in range(300)])
+    removed = [m.pk for m in made[::2]]
+    assert index_dependents(owner_id=owner.pk, ids=removed) == [m.pk for m in made[1::2]]
+    with connection.cursor() as cursor:
+        params = {"owner": owner.pk, "ids": removed, "statuses": ["active"], "exclude": removed}
+        cursor.execute("EXPLAIN " + holding_sql(owner.pk), params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert re.search(r"Function Scan on unnest r(.|\n)*Bitmap Index Scan on \w*index_sources\w*", plan), plan
