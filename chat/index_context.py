@@ -162,12 +162,13 @@ def index_vector(own: list[float] | None, turn: list[float] | None) -> list[floa
 def index_rows(*, owner_id: int, ids: Iterable[int]) -> list[IndexRow]:
     """The current index inputs of the owner's messages `ids` that are not purged, by id."""
     with lookup_cursor() as cursor:
-        cursor.execute(INDEX_ROWS_SQL + " ORDER BY m.id", index_params(owner_id=owner_id, ids=ids))
+        # Sorted here: with sorts priced out an ORDER BY m.id read the owner's rows in id order (8 ms for one message).
+        cursor.execute(INDEX_ROWS_SQL, index_params(owner_id=owner_id, ids=ids))
         return [
             IndexRow(
                 id=pk, content=content, context=context, turn=turn, sources=list(sources), stored_sources=list(stored)
             )
-            for pk, content, stored, sources, context, turn in cursor.fetchall()
+            for pk, content, stored, sources, context, turn in sorted(cursor.fetchall())
         ]
 
 
