@@ -214,23 +214,37 @@ vec AS MATERIALIZED (
     SELECT id, seq, 1 - distance AS vscore, row_number() OVER (ORDER BY distance, seq DESC) AS vr FROM vec
 )"""
 
+# The lexical floor's whole: the IDF weight of the question's lexemes that a
+# statement among the `matches` holds (all of them when none does). A word
+# that only past questions hold cannot be evidence (a question states no
+# fact: QUESTION_WEIGHT): "What is the name of Kira's dog?" shares only "dog"
+# with "My dog Biscuit chewed ...", because "name" and "Kira" are in earlier
+# questions alone, and that was 0.34 of the whole weight, under the floor.
+# Each match carries which terms it holds (`held`) and whether it is a past question (`asked`).
+_REACH = """reach AS MATERIALIZED (
+    SELECT coalesce(nullif(sum(t.idf), 0), %(mass)s::float8) AS mass FROM terms t
+    WHERE EXISTS (SELECT FROM {matches} l WHERE NOT l.asked AND t.i = ANY(l.held))
+)"""
+_ASKED = "m.role = 'user' AND rtrim(m.content) LIKE '%%?' AS asked"
+_HELD = "ARRAY(SELECT t.i FROM terms t WHERE m.search @@ t.q) AS held"
+
 _LEXICAL_CTE = f"""
 terms AS MATERIALIZED (
-    SELECT lexeme::tsquery AS q, (lexeme || ':A')::tsquery AS own, idf
-    FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+    SELECT lexeme::tsquery AS q, (lexeme || ':A')::tsquery AS own, idf, i
+    FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) WITH ORDINALITY AS t(lexeme, idf, i)
 ), lexmatch AS MATERIALIZED (
-    SELECT m.id, m.owner_id, m.seq, length(m.search) AS len,
+    SELECT m.id, m.owner_id, m.seq, length(m.search) AS len, {_ASKED}, {_HELD},
            (SELECT sum(t.idf * CASE WHEN m.search @@ t.own THEN 1 ELSE %(context_weight)s::float8 END)
             FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE %(has_terms)s AND m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s
       AND m.role <> %(system)s AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
-), lexscored AS MATERIALIZED (
+), {_REACH.format(matches="lexmatch")}, lexscored AS MATERIALIZED (
     -- The owner filter is applied again here, past the CTE's fence: the one
     -- in lexmatch is there to read the owner's partition only (the owner
     -- token already selects the rows in the GIN index).
-    SELECT id, seq, matched / %(mass)s::float8 AS lshare,
+    SELECT id, seq, matched / (SELECT mass FROM reach) AS lshare,
            matched * %(bm25_top)s::float8 / (%(bm25_base)s::float8 + %(bm25_per_lexeme)s::float8 * len) AS bm25
     FROM lexmatch WHERE owner_id = %(owner)s
 ), lrank AS MATERIALIZED (
@@ -496,15 +510,16 @@ def time_rerank(
 
 _NEIGHBOURS_SQL = f"""
 WITH terms AS MATERIALIZED (
-    SELECT lexeme::tsquery AS q, idf FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+    SELECT lexeme::tsquery AS q, idf, i
+    FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) WITH ORDINALITY AS t(lexeme, idf, i)
 ), matches AS MATERIALIZED (
-    SELECT m.id, m.owner_id, (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
+    SELECT m.id, m.owner_id, {_ASKED}, {_HELD}, (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND NOT (m.id = ANY(%(exclude)s)) AND m.role <> %(system)s
       AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
-)
-SELECT id FROM matches WHERE owner_id = %(owner)s AND matched / %(mass)s::float8 >= %(floor)s::float8
+), {_REACH.format(matches="matches")}
+SELECT id FROM matches WHERE owner_id = %(owner)s AND matched / (SELECT mass FROM reach) >= %(floor)s::float8
 """
 
 

@@ -102,6 +102,17 @@ def test_a_word_shared_by_most_messages_does_not_carry_a_match(thread, history):
     assert retrieve(question) == [("My dog Rex chewed the sofa again.", "lexical")]
 
 
+def test_words_only_past_questions_hold_do_not_count_against_a_statement(owner, thread, history):
+    """A question states no fact: the floor's whole is the weight of the words some statement holds."""
+    make_message(make_thread(owner), "What is the name of Kira's cat?", embedding=unit_vector(60))
+    # "name" and "kira" are as rare as "dog": against all three, the statement's "dog" is a third, under the floor.
+    question = make_message(thread, "What is the name of Kira's dog?", embedding=unit_vector(95))
+    assert ("My dog Rex chewed the sofa again.", "lexical") in retrieve(question, neighbours="none")
+    terms = query_terms(owner_id=owner.pk, text=question.content, exclude_id=question.pk)
+    found = lexical_neighbours(owner_id=owner.pk, terms=terms, exclude={question.pk}, floor=LEXICAL_FLOOR)
+    assert history["dog"].pk in found
+
+
 def test_policies_use_one_signal_each(thread, history):
     question = make_message(thread, "What about Rex?", embedding=unit_vector(2))
     assert retrieve(question, policy="vector") == [("Long shift at the hospital, I work nights now.", "vector")]
