@@ -200,7 +200,12 @@ def _holding(*, owner_id: int, ids: Iterable[int], statuses: list[str], others_o
     wanted = sorted(set(ids))
     if not wanted:
         return []
-    params = {"owner": owner_id, "ids": wanted, "statuses": statuses, "exclude": wanted if others_only else []}
+    params: dict[str, Any] = {
+        "owner": owner_id,
+        "ids": wanted,
+        "statuses": statuses,
+        "exclude": wanted if others_only else [],
+    }
     with connection.cursor() as cursor:
         cursor.execute(holding_sql(owner_id), params)
         return sorted(row[0] for row in cursor.fetchall())
