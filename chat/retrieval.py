@@ -71,6 +71,9 @@ BM25_B = 0.75
 # alone (lab/README.md, "Retrieval quality", has the measurement; DELLM_LEXICAL_FLOOR).
 LEXICAL_FLOOR = 0.35
 
+# A past question, as SQL over `m` (the test `is_question` states in Python).
+ASKED = "m.role = 'user' AND rtrim(m.content) LIKE '%%?'"
+
 # A lexeme a message holds only in its context (its previous turn, speaker
 # or date: weight 'B' of its search vector, chat/index_context.py) counts
 # this share of its IDF: own words are preferred (docs/RETRIEVAL.md,
@@ -225,7 +228,7 @@ _REACH = """reach AS MATERIALIZED (
     SELECT coalesce(nullif(sum(t.idf), 0), %(mass)s::float8) AS mass FROM terms t
     WHERE EXISTS (SELECT FROM {matches} l WHERE NOT l.asked AND t.i = ANY(l.held))
 )"""
-_ASKED = "m.role = 'user' AND rtrim(m.content) LIKE '%%?' AS asked"
+_ASKED = f"{ASKED} AS asked"
 _HELD = "ARRAY(SELECT t.i FROM terms t WHERE m.search @@ t.q) AS held"
 
 _LEXICAL_CTE = f"""
@@ -265,7 +268,7 @@ WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
     SELECT f.*, m.role, m.content, {SAID_AT_SQL} AS said_at,
            (CASE WHEN f.by_vector THEN 1.0 / (%(rrf_k)s::float8 + f.vr) ELSE 0 END
             + CASE WHEN f.by_lexical THEN 1.0 / (%(rrf_k)s::float8 + f.lr) ELSE 0 END)
-           * CASE WHEN NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?') THEN 1
+           * CASE WHEN NOT ({ASKED}) THEN 1
                   WHEN EXISTS (
                       SELECT FROM chat_message a
                       WHERE a.owner_id = %(owner)s AND a.thread_id = m.thread_id AND a.seq > m.seq
@@ -403,7 +406,7 @@ WITH terms AS MATERIALIZED (
            (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
     WHERE m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s AND m.role <> %(tool)s
-      AND m.tool_calls IS NULL AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+      AND m.tool_calls IS NULL AND NOT ({ASKED})
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 )
 SELECT said_at FROM matches WHERE owner_id = %(owner)s ORDER BY matched DESC, said_at, seq LIMIT 1
@@ -463,12 +466,12 @@ def _said_order(item: ContextItem) -> tuple[float, int]:
 # Which of the question's lexemes each candidate's own text holds (its
 # content, not the `search` column, which may index more than the message).
 # A past question states nothing (QUESTION_WEIGHT), so it is never the latest statement.
-_SHARED_SQL = """
+_SHARED_SQL = f"""
 WITH asked AS MATERIALIZED (SELECT unnest(tsvector_to_array(to_tsvector('english', %(question)s))) AS lexeme)
 SELECT m.id, ARRAY(
     SELECT unnest(tsvector_to_array(to_tsvector('english', m.content))) INTERSECT SELECT lexeme FROM asked
 )
-FROM chat_message m WHERE m.id = ANY(%(ids)s) AND NOT (m.role = 'user' AND rtrim(m.content) LIKE '%%?')
+FROM chat_message m WHERE m.id = ANY(%(ids)s) AND NOT ({ASKED})
 """
 
 
