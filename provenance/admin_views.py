@@ -31,7 +31,7 @@ from dellm_site.errors import DomainError
 from dellm_site.types import StaffRequest, User
 from provenance import selectors, services
 from provenance.models import DeletionRequest
-from provenance.serializers import GraphQuerySerializer, GraphSerializer
+from provenance.serializers import GraphQuerySerializer, graph_body
 
 VIEW_AUDIT = "provenance.view_deletionrequest"
 VIEW_MESSAGES = "chat.view_message"
@@ -143,14 +143,7 @@ def graph_elements_view(
             limit=query.validated_data.get("limit") or settings.DELLM_GRAPH_WINDOW,
             max_edges=settings.DELLM_GRAPH_MAX_EDGES,
         )
-        body = {
-            "nodes": window.nodes,
-            "edges": window.edges,
-            "total": window.total,
-            "truncated": window.older or window.edges_capped,
-            "next": None,
-        }
-        return GraphSerializer(body, context={"staff": True}).data
+        return graph_body(window, next_url=None, staff=True)
 
     return _json(elements)
 

@@ -1,7 +1,7 @@
 """Reads over the provenance graph G: Dep(M), explanation paths, taint checks."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
@@ -406,22 +406,18 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
         nodes = nodes.filter(thread_id=thread_id)
     if not include_deleted:
         nodes = nodes.filter(status__in=LIVE_STATUSES)
-    return (
-        nodes.annotate(
-            snippet=Substr("content", 1, LABEL_CHARS + 1),
-            # A reply that called tools: drawn as a tool step (the calls themselves are not read).
-            called=ExpressionWrapper(Q(tool_calls__isnull=False), output_field=BooleanField()),
-        )
-        .only("id", "seq", "role", "status", "thread_id", "imported_from")
-        .order_by("seq")
-    )
+    return nodes.annotate(
+        snippet=Substr("content", 1, LABEL_CHARS + 1),
+        # A reply that called tools: drawn as a tool step (the calls themselves are not read).
+        called=ExpressionWrapper(Q(tool_calls__isnull=False), output_field=BooleanField()),
+    ).order_by("seq")
 
 
-def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[Message]) -> QuerySet[ContextEdge]:
-    """Edges with both ends among `nodes` (two queries, whatever their number)."""
+def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[int]) -> QuerySet[ContextEdge]:
+    """Edges with both ends among `nodes` (messages, or their ids; two queries, whatever their number)."""
     # The ids are read first: given as a subquery on both ends, PostgreSQL may
     # plan a nested loop that takes seconds on a few thousand messages.
-    ids = [node.pk for node in nodes] if isinstance(nodes, list) else list(nodes.values_list("pk", flat=True))
+    ids = nodes if isinstance(nodes, list) else list(nodes.values_list("pk", flat=True))
     return (
         ContextEdge.objects.filter(owner=owner, source_id__in=ids, target_id__in=ids)
         .only("id", "source_id", "target_id", "rank", "score", "signal")
@@ -429,10 +425,31 @@ def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[Message]) -> Que
     )
 
 
+class GraphNode(NamedTuple):
+    """A message as the graph shows it: read as plain rows, no model instance per node."""
+
+    id: int
+    seq: int
+    role: str
+    status: str
+    thread_id: int
+    imported_from: str
+    snippet: str  # the first LABEL_CHARS + 1 characters
+    called: bool  # a reply that called tools
+
+
+class GraphEdge(NamedTuple):
+    source_id: int
+    target_id: int
+    score: float
+    rank: int
+    signal: str
+
+
 @dataclass(frozen=True)
 class GraphWindow:
-    nodes: list[Message]  # in sequence order
-    edges: list[ContextEdge]
+    nodes: list[GraphNode]  # in sequence order
+    edges: list[GraphEdge]
     total: int  # messages matching the filters
     older: bool  # messages older than the window exist
     edges_capped: bool
@@ -456,10 +473,15 @@ def graph_window(
     total = nodes.count()
     if before is not None:
         nodes = nodes.filter(seq__lt=before)
-    window = list(nodes.order_by("-seq")[: limit + 1])
+    window = [GraphNode(*row) for row in nodes.order_by("-seq").values_list(*GraphNode._fields)[: limit + 1]]
     older = len(window) > limit
     window = window[:limit][::-1]
-    edges = list(graph_edges(owner=owner, nodes=window)[: max_edges + 1])
+    edges = [
+        GraphEdge(*row)
+        for row in graph_edges(owner=owner, nodes=[node.id for node in window]).values_list(*GraphEdge._fields)[
+            : max_edges + 1
+        ]
+    ]
     return GraphWindow(
         nodes=window, edges=edges[:max_edges], total=total, older=older, edges_capped=len(edges) > max_edges
     )

@@ -35,6 +35,7 @@ from provenance.serializers import (
     GraphQuerySerializer,
     GraphSerializer,
     UndoPreviewSerializer,
+    graph_body,
 )
 
 
@@ -237,14 +238,7 @@ class GraphView(APIView):
             params = request.query_params.copy()
             params["before"] = str(window.nodes[0].seq)
             next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
-        body = {
-            "nodes": window.nodes,
-            "edges": window.edges,
-            "total": window.total,
-            "truncated": window.older or window.edges_capped,
-            "next": next_url,
-        }
-        return Response(GraphSerializer(body).data)
+        return Response(graph_body(window, next_url=next_url))
 
 
 class ExportView(APIView):

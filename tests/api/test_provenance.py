@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from chat.models import Message
 from provenance.models import DeletionRequest
+from provenance.serializers import EdgeDataSerializer, GraphSerializer, NodeDataSerializer
 from tests.factories import make_edge, make_message
 
 
@@ -134,6 +135,15 @@ def test_graph_is_cytoscape_elements(api, thread):
         {"data": {"id": f"e{a.pk}-{b.pk}", "source": a.pk, "target": b.pk, "score": 1.0, "rank": 0, "signal": ""}},
         {"data": {"id": f"e{b.pk}-{c.pk}", "source": b.pk, "target": c.pk, "score": 0.7, "rank": 1, "signal": ""}},
     ]
+
+
+def test_graph_answer_has_exactly_the_fields_its_schema_declares(api, thread):
+    """The answer is written as plain dicts (graph_body), the schema by GraphSerializer: they must not drift."""
+    chain(thread)
+    graph = api.get("/api/graph/").json()
+    assert set(graph) == set(GraphSerializer().fields)
+    assert {key for node in graph["nodes"] for key in node["data"]} == set(NodeDataSerializer().fields)
+    assert {key for edge in graph["edges"] for key in edge["data"]} == set(EdgeDataSerializer().fields)
 
 
 def test_export_has_live_messages_edges_and_history_without_deleted_text(api, owner, thread):
