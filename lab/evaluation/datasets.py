@@ -48,6 +48,11 @@ class Scenario:
         """The words of forget fact `key`: its own sentence, even inside a message that holds more."""
         return dict(self.forget_parts).get(key) or self.text_of(key)
 
+    def kept_texts(self) -> list[str]:
+        """What the user said that forgetting keeps: every statement, less the words of its forget fact."""
+        forgotten = {key: self.forget_text(key) for key in self.forget_keys}
+        return [s.text.replace(forgotten[s.key], " ") if s.key in forgotten else s.text for s in self.statements]
+
 
 @dataclass(frozen=True)
 class Dataset:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
 from rouge_score import rouge_scorer
 
 from chat.llm import openai_client, upstream_error
@@ -26,6 +27,30 @@ _scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 def rouge_recall(*, gold: str, answer: str) -> float:
     return _scorer.score(gold, answer)["rougeL"].recall
+
+
+def lexemes(texts: list[str]) -> list[set[str]]:
+    """Each text's lexemes as the product's lexical index makes them (english config: stemmed, no stop words)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tsvector_to_array(to_tsvector('english', t)) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)"
+            " ORDER BY i",
+            [texts],
+        )
+        return [set(row[0]) for row in cursor.fetchall()]
+
+
+def leaked_words(*, fact: str, question: str, kept: set[str], answer: str) -> set[str]:
+    """The lexemes of a forgotten `fact` in `answer` that neither the question nor anything `kept` holds.
+
+    ROUGE-L recall alone cannot tell a leak from a template: TOFU's answers
+    share their phrasing across authors ("... was born in the city of ...",
+    "has been honored with the ... award"), so another author's fact can pass
+    HIT_RECALL for a forgotten one. A lexeme that only the forgotten fact had
+    (a name, a place, a prize) can only come from it.
+    """
+    fact_words, question_words, answer_words = lexemes([fact, question, answer])
+    return (fact_words - question_words - kept) & answer_words
 
 
 JUDGE_PROMPT = """You grade whether an assistant remembered something a user told it earlier.
@@ -125,6 +150,8 @@ def summarize(*, records: list[dict], deletions: list[dict]) -> list[dict]:
         row["retain_facts_lost"] = sum(d["retain_facts_lost"] for d in done)
         row["taint_violations"] = sum(d["taint_violations"] for d in done)
         row["residual_copies"] = sum(d["residual_copies"] for d in done)
+        # Answers after deletion that hold a lexeme only a forgotten fact had (`leaked_words`).
+        row["forget_leaks"] = sum(r.get("leaked", 0) > 0 for r in mine if r["forget"] and r["phase"] == "after")
         # Collateral loss: retain questions answered before forgetting and not after.
         retain_after = {
             (r["scenario"], r["question"]): r["correct"] for r in mine if not r["forget"] and r["phase"] == "after"
@@ -159,6 +186,14 @@ def relations_check(rows: list[dict]) -> list[dict]:
                     "relation": "dellm retain utility after deletion within 2 of before",
                     "holds": abs(dellm["retain_after"] - dellm["retain_before"]) <= TOLERANCE,
                     "detail": f"{dellm['retain_before']} -> {dellm['retain_after']}",
+                }
+            )
+            checks.append(
+                {
+                    "dataset": dataset,
+                    "relation": "dellm's answers after deletion hold no word that only a forgotten fact had",
+                    "holds": dellm["forget_leaks"] == 0,
+                    "detail": f"{dellm['forget_leaks']} answers",
                 }
             )
             checks.append(

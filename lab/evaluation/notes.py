@@ -37,7 +37,10 @@ NOTES = """## Reading these numbers
   ROUGE-L recall of a forget question's gold answer. A few forget questions
   then still count as answered after deletion, for DeLLM as for any system that
   keeps other authors' facts; no_memory, which quotes nothing, stays at 0. The
-  "copies left" column shows no forget fact survives.
+  "copies left" column shows no forget fact survives, and "answers leaking"
+  counts the answers after deletion that hold a lexeme (english config, as the
+  lexical index makes them) only a forgotten fact had, not its question nor
+  anything kept: a name, a place, a prize. DeLLM's must be 0.
 - **Retain utility can move by a question** under DeLLM although no retain fact
   is lost: a reply that quoted a retain fact *and* had a forget fact in its
   context is in Dep(forget fact) and goes, and it was sometimes the message that

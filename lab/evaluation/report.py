@@ -65,6 +65,7 @@ def tables_markdown(rows: list[dict]) -> str:
             f"{d} deleted msgs",
             f"{d} retain facts lost",
             f"{d} copies left",
+            f"{d} answers leaking",
             f"{d} collateral loss",
             f"{d} model calls",
         ]
@@ -79,11 +80,12 @@ def tables_markdown(rows: list[dict]) -> str:
                     str(row["deleted"]),
                     str(row["retain_facts_lost"]),
                     str(row["residual_copies"]),
+                    str(row["forget_leaks"]),
                     f"{row['collateral_loss']} ({_fmt(row['collateral_loss_pct'])} %)",
                     str(row["model_calls"]),
                 ]
                 if row
-                else ["–"] * 6
+                else ["–"] * 7
             )
         cost_lines.append(line)
     sections += ["### Deletion: rate, collateral and leftovers", _table(cost_header, cost_lines)]

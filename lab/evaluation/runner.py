@@ -8,7 +8,7 @@ from django.db import connection
 
 from chat.models import ContextEdge, Message
 from lab.evaluation.datasets import Dataset, Scenario
-from lab.evaluation.metrics import Judge, score_answer
+from lab.evaluation.metrics import Judge, leaked_words, lexemes, score_answer
 from lab.evaluation.systems import EvalOwner, System
 from provenance.selectors import taint_violations
 
@@ -84,28 +84,51 @@ def scenario_run(
                 "model_calls": owner.forget_calls,
             }
         )
-        _ask_all(owner=owner, scenario=scenario, phase="after", judge=judge, into=results.records, base=base, tick=tick)
+        _ask_all(
+            owner=owner,
+            scenario=scenario,
+            phase="after",
+            judge=judge,
+            into=results.records,
+            base=base,
+            tick=tick,
+            kept=set().union(*lexemes(scenario.kept_texts())),
+        )
     finally:
         owner.close()
 
 
-def _ask_all(*, owner: EvalOwner, scenario: Scenario, phase: str, judge, into: list, base: dict, tick) -> None:
+def _ask_all(
+    *,
+    owner: EvalOwner,
+    scenario: Scenario,
+    phase: str,
+    judge,
+    into: list,
+    base: dict,
+    tick,
+    kept: set[str] | None = None,
+) -> None:
+    """Ask every question. After forgetting (`kept`: the lexemes of what is left), a forget question's
+    record counts the lexemes of its forgotten fact the answer holds (`leaked`; not the lexemes themselves)."""
     for question in scenario.questions:
         answer = owner.ask(question.text)
         tick()
         score = score_answer(question=question.text, gold=question.gold, answer=answer, judge=judge)
-        into.append(
-            {
-                **base,
-                "question": question.key,
-                "forget": question.forget,
-                "phase": phase,
-                "rouge": round(score.rouge, 4),
-                "hit": score.hit,
-                "judge": score.judge,
-                "correct": score.correct,
-            }
-        )
+        record = {
+            **base,
+            "question": question.key,
+            "forget": question.forget,
+            "phase": phase,
+            "rouge": round(score.rouge, 4),
+            "hit": score.hit,
+            "judge": score.judge,
+            "correct": score.correct,
+        }
+        if kept is not None and question.forget:
+            fact = scenario.forget_text(question.fact_key)
+            record["leaked"] = len(leaked_words(fact=fact, question=question.text, kept=kept, answer=answer))
+        into.append(record)
 
 
 def evaluate(

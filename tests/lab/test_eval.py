@@ -55,6 +55,9 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
         assert dellm["forget_after"] <= none["forget_after"] + TOLERANCE
         assert abs(dellm["retain_after"] - dellm["retain_before"]) <= TOLERANCE
         assert (dellm["residual_copies"], dellm["retain_facts_lost"], dellm["taint_violations"]) == (0, 0, 0)
+        # No answer after deletion holds a word only a forgotten fact had; full memory's still do.
+        assert dellm["forget_leaks"] == 0
+        assert rows[(dataset, "full_memory")]["forget_leaks"] > 0
         # The facts and the replies derived from them.
         assert dellm["deleted"] > forget_facts
 

@@ -7,6 +7,8 @@ import pytest
 from lab.evaluation.metrics import (
     Judge,
     judge_verdict,
+    leaked_words,
+    lexemes,
     relations_check,
     rouge_recall,
     score_answer,
@@ -25,14 +27,27 @@ def test_score_answer_offline_uses_the_recall_threshold():
     assert score_answer(question="q", gold="red hatchback", answer="my red hatchback", judge=None).correct is True
 
 
+def test_a_template_shared_with_a_kept_fact_is_no_leak_a_word_only_the_forgotten_fact_had_is(db):
+    fact = "Basil Mahfouz Al-Kuwaiti was born in Kuwait City, Kuwait."
+    question = "In which city and country was Basil Mahfouz Al-Kuwaiti born?"
+    other = "The renowned fantasy author Aisha Al-Hamad was born in the beautiful city of Manama, Bahrain."
+    (kept,) = lexemes([other])
+    # Another author's fact passes ROUGE-L's threshold for the forgotten one, and holds none of its own words.
+    assert rouge_recall(gold=fact, answer=f"From what you told me: “{other}”") >= 0.5
+    assert leaked_words(fact=fact, question=question, kept=kept, answer=f"From what you told me: “{other}”") == set()
+    assert leaked_words(fact=fact, question=question, kept=kept, answer="He was born in Kuwait.") == {"kuwait"}
+    # Stop words are no leak: the responder's own "I don't have anything" shares "have" with "I have a ferret".
+    assert leaked_words(fact="I have a ferret.", question="Pet?", kept=set(), answer="I don't have anything.") == set()
+
+
 def test_judge_verdict_takes_the_last_word():
     assert judge_verdict("It names the same city. CORRECT") is True
     assert judge_verdict("Not CORRECT: a different city. WRONG") is False
     assert judge_verdict("I cannot tell.") is False
 
 
-def _record(system, forget, phase, correct, scenario="s", question="q1"):
-    return {
+def _record(system, forget, phase, correct, scenario="s", question="q1", leaked=None):
+    record = {
         "dataset": "pf",
         "system": system,
         "scenario": scenario,
@@ -42,6 +57,7 @@ def _record(system, forget, phase, correct, scenario="s", question="q1"):
         "rouge": 1.0 if correct else 0.0,
         "correct": correct,
     }
+    return record if leaked is None else {**record, "leaked": leaked}
 
 
 def _deletion(system, deleted=0, lost=0, copies=0):
@@ -60,9 +76,9 @@ def test_summarize_utilities_and_deletion_rate():
         _record("dellm", True, "before", True, question="f1"),
         _record("dellm", True, "before", True, question="f2"),
         _record("dellm", True, "before", False, question="f3"),
-        _record("dellm", True, "after", False, question="f1"),
-        _record("dellm", True, "after", True, question="f2"),
-        _record("dellm", True, "after", False, question="f3"),
+        _record("dellm", True, "after", False, question="f1", leaked=0),
+        _record("dellm", True, "after", True, question="f2", leaked=2),
+        _record("dellm", True, "after", False, question="f3", leaked=0),
         _record("dellm", False, "before", True, question="r1"),
         _record("dellm", False, "after", True, question="r1"),
     ]
@@ -73,9 +89,11 @@ def test_summarize_utilities_and_deletion_rate():
     # Of the two forget questions answered before, one is no longer answered.
     assert row["deletion_rate"] == 50.0
     assert (row["deleted"], row["residual_copies"]) == (5, 1)
+    # One answer after deletion held words only its forgotten fact had.
+    assert row["forget_leaks"] == 1
 
 
-def _row(system, forget_after, retain_before, retain_after, lost=0, copies=0):
+def _row(system, forget_after, retain_before, retain_after, lost=0, copies=0, leaks=0):
     return {
         "dataset": "pf",
         "system": system,
@@ -84,6 +102,7 @@ def _row(system, forget_after, retain_before, retain_after, lost=0, copies=0):
         "retain_after": retain_after,
         "retain_facts_lost": lost,
         "residual_copies": copies,
+        "forget_leaks": leaks,
     }
 
 
@@ -97,11 +116,16 @@ def test_relations_check_flags_a_semantic_threshold_that_does_both():
     holds = {c["relation"]: (c["holds"], c["detail"]) for c in relations_check(rows)}
     assert holds["dellm forget utility after deletion <= no_memory's + 2"] == (True, "1.0 vs 0.0")
     assert holds["dellm retain utility after deletion within 2 of before"] == (True, "80.0 -> 79.0")
+    assert holds["dellm's answers after deletion hold no word that only a forgotten fact had"] == (True, "0 answers")
     assert holds["no semantic:<t> both leaves no copy of a forget fact and loses no retain fact"] == (
         True,
         "trade-off at every threshold",
     )
     assert holds["no semantic:<t> both forgets (like no_memory) and retains (like before)"] == (False, "semantic:0.8")
+    leaking = relations_check([_row("dellm", 1.0, 80.0, 79.0, leaks=2)])
+    assert {c["relation"]: c["holds"] for c in leaking}[
+        "dellm's answers after deletion hold no word that only a forgotten fact had"
+    ] is False
 
 
 class _FakeJudgeEndpoint(BaseHTTPRequestHandler):
