@@ -362,11 +362,16 @@ def turn_tool_steps(*, turn: Turn) -> list[tuple[ToolStep, list[int]]] | None:
     seen: set[int] = set()
     while call_id is not None and call_id not in seen:
         seen.add(call_id)
-        call = Message.objects.filter(pk=call_id, status__in=Message.LIVE).first()
+        call = Message.objects.filter(owner_id=turn.owner_id, pk=call_id, status__in=Message.LIVE).first()
         if call is None:
             return None
         results = list(
-            Message.objects.filter(in_edges__source_id=call.pk, in_edges__signal=ContextEdge.Signal.TOOL)
+            Message.objects.filter(
+                owner_id=turn.owner_id,
+                in_edges__owner_id=turn.owner_id,
+                in_edges__source_id=call.pk,
+                in_edges__signal=ContextEdge.Signal.TOOL,
+            )
             .order_by("seq")
             .values_list("pk", "status", "tool_call_id", "content")
         )
@@ -378,7 +383,9 @@ def turn_tool_steps(*, turn: Turn) -> list[tuple[ToolStep, list[int]]] | None:
             results=[(tool_call_id, content) for _, _, tool_call_id, content in results],
         )
         steps.insert(0, (step, [pk for pk, _, _, _ in results]))
-        call_id = Turn.objects.filter(reply_id=call.pk).values_list("tool_call_id", flat=True).first()
+        call_id = (
+            Turn.objects.filter(owner_id=turn.owner_id, reply_id=call.pk).values_list("tool_call_id", flat=True).first()
+        )
     return steps
 
 

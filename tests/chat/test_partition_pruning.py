@@ -21,6 +21,8 @@ from django.test.utils import CaptureQueriesContext
 
 from chat.embeddings import embed_one
 from chat.partitions import is_partitioned
+from chat.services import tool_results_turn_create, turn_tool_steps
+from chat.writer import Source, Supplied, message_store
 from dellm_site.auth import token_create
 from tests.factories import make_edge, make_message, make_thread
 
@@ -207,4 +209,27 @@ def test_every_query_of_a_flow_reads_one_partition(world, flow):
     with CaptureQueriesContext(connection) as captured:
         FLOWS[flow](world)
     assert any(_TABLES.search(query["sql"]) for query in captured.captured_queries)
+    assert wide_queries(captured.captured_queries) == []
+
+
+def test_the_tool_steps_a_v1_turn_replays_are_read_on_one_partition(owner, thread, other_owner):
+    make_message(make_thread(other_owner), "Someone else's words.")
+    question = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content="Weather?")
+    call = message_store(
+        owner_id=owner.pk,
+        thread_id=thread.pk,
+        role="assistant",
+        content="",
+        sources=[Source(id=question.pk)],
+        tool_calls=[{"id": "c1", "name": "weather", "arguments": "{}"}],
+    )
+    turn = tool_results_turn_create(
+        call=call,
+        results=[Supplied(role="tool", content="Sunny", tool_call_id="c1")],
+        question_id=question.pk,
+        policy="dellm",
+    )
+    with CaptureQueriesContext(connection) as captured:
+        ((step, result_ids),) = turn_tool_steps(turn=turn)
+    assert step.results == [("c1", "Sunny")] and len(result_ids) == 1
     assert wide_queries(captured.captured_queries) == []
