@@ -22,9 +22,8 @@ from django.test.utils import CaptureQueriesContext
 from chat.embeddings import embed_one
 from chat.partitions import is_partitioned
 from chat.services import tool_results_turn_create, turn_tool_steps
-from chat.writer import Source, Supplied, message_store
 from dellm_site.auth import token_create
-from tests.factories import make_edge, make_message, make_thread
+from tests.factories import make_edge, make_message, make_thread, make_tool_steps
 
 PARTITIONED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
 _PARTITION = re.compile(rf"^({'|'.join(PARTITIONED)})_p\d+$")
@@ -214,22 +213,10 @@ def test_every_query_of_a_flow_reads_one_partition(world, flow):
 
 def test_the_tool_steps_a_v1_turn_replays_are_read_on_one_partition(owner, thread, other_owner):
     make_message(make_thread(other_owner), "Someone else's words.")
-    question = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content="Weather?")
-    call = message_store(
-        owner_id=owner.pk,
-        thread_id=thread.pk,
-        role="assistant",
-        content="",
-        sources=[Source(id=question.pk)],
-        tool_calls=[{"id": "c1", "name": "weather", "arguments": "{}"}],
-    )
-    turn = tool_results_turn_create(
-        call=call,
-        results=[Supplied(role="tool", content="Sunny", tool_call_id="c1")],
-        question_id=question.pk,
-        policy="dellm",
-    )
+    steps = make_tool_steps(thread, question="Weather?", arguments="{}", result="Sunny", answer="It is sunny.")
+    # The results are stored already: the turn that answers them is all that is new.
+    turn = tool_results_turn_create(call=steps["call"], results=[], question_id=steps["question"].pk, policy="dellm")
     with CaptureQueriesContext(connection) as captured:
         ((step, result_ids),) = turn_tool_steps(turn=turn)
-    assert step.results == [("c1", "Sunny")] and len(result_ids) == 1
+    assert (step.results, result_ids) == ([("call_1", "Sunny")], [steps["result"].pk])
     assert wide_queries(captured.captured_queries) == []
