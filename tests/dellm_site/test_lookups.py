@@ -1,0 +1,25 @@
+"""`__in` of integers is one array parameter (dellm_site/lookups.py), with Django's results."""
+
+from chat.models import Message
+from tests.factories import make_message
+
+
+def test_an_integer_in_list_is_one_array_and_finds_what_in_finds(owner, thread):
+    a, b, c = (make_message(thread, text) for text in ("a", "b", "c"))
+    mine = Message.objects.filter(owner_id=owner.pk)
+    sql, params = mine.filter(pk__in=[c.pk, a.pk, None, a.pk]).query.sql_with_params()
+    assert "= ANY(%s::bigint[])" in sql and " IN " not in sql
+    assert params == (owner.pk, sorted([a.pk, c.pk]))
+    assert sorted(mine.filter(pk__in=[c.pk, a.pk, None]).values_list("pk", flat=True)) == [a.pk, c.pk]
+    assert list(mine.exclude(pk__in={a.pk, c.pk}).values_list("pk", flat=True)) == [b.pk]
+    # Values Django converts (a string id) are integers by then; nothing to match matches nothing.
+    assert list(mine.filter(pk__in=[str(b.pk)]).values_list("pk", flat=True)) == [b.pk]
+    assert not mine.filter(pk__in=[]).exists() and not mine.filter(pk__in=[None]).exists()
+
+
+def test_a_subquery_keeps_djangos_in(owner, thread):
+    a = make_message(thread, "a")
+    inner = Message.objects.filter(owner_id=owner.pk, content="a").values("pk")
+    query = Message.objects.filter(owner_id=owner.pk, pk__in=inner)
+    assert " IN (SELECT" in str(query.query)
+    assert list(query.values_list("pk", flat=True)) == [a.pk]
