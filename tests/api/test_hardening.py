@@ -27,6 +27,15 @@ def test_depth_past_the_integer_range_is_a_400(api, thread):
     assert not DeletionRequest.objects.exists()
 
 
+def test_an_id_past_bigint_is_a_json_error_that_changes_nothing(api, thread):
+    message = make_message(thread, "hello")
+    body = {"select": {"ids": [message.pk, 2**63]}, "mode": "soft"}
+    response = api.post("/api/deletions/", body, format="json")
+    assert error_of(response, 404)["code"] == "not_found"
+    assert not DeletionRequest.objects.exists()
+    assert Message.objects.get(pk=message.pk).status == "active"
+
+
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
 def test_body_over_the_limit_is_a_413_json(api, thread):
     response = api.post(f"/api/threads/{thread.pk}/messages/", {"content": "x" * 2000}, format="json")

@@ -17,6 +17,14 @@ def test_an_integer_in_list_is_one_array_and_finds_what_in_finds(owner, thread):
     assert not mine.filter(pk__in=[]).exists() and not mine.filter(pk__in=[None]).exists()
 
 
+def test_an_id_past_bigint_matches_nothing_as_in_django(owner, thread):
+    a = make_message(thread, "a")
+    mine = Message.objects.filter(owner_id=owner.pk)
+    # In one bigint array it would be an error (a 500 for a deletion naming it): Django's IN matches nothing.
+    assert list(mine.filter(pk__in=[2**63, a.pk]).values_list("pk", flat=True)) == [a.pk]
+    assert not mine.filter(pk__in=[-(2**63) - 1]).exists()
+
+
 def test_a_subquery_keeps_djangos_in(owner, thread):
     a = make_message(thread, "a")
     inner = Message.objects.filter(owner_id=owner.pk, content="a").values("pk")
