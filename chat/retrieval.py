@@ -522,14 +522,29 @@ WITH terms AS MATERIALIZED (
       AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 ), {_REACH.format(matches="matches")}
-SELECT id FROM matches WHERE owner_id = %(owner)s AND matched / (SELECT mass FROM reach) >= %(floor)s::float8
+SELECT m.id, r.mass FROM reach r
+LEFT JOIN matches m ON m.owner_id = %(owner)s AND m.matched / coalesce(%(reach)s::float8, r.mass) >= %(floor)s::float8
 """
 
 
 def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], floor: float) -> set[int]:
     """The owner's live messages, less `exclude`, that would enter a context on these words alone."""
+    return lexical_matches(owner_id=owner_id, terms=terms, exclude=exclude, floor=floor)[0]
+
+
+def lexical_matches(
+    *, owner_id: int, terms: QueryTerms, exclude: set[int], floor: float, reach: float | None = None
+) -> tuple[set[int], float | None]:
+    """`lexical_neighbours`, and the floor's whole (`_REACH`) it measured them against; `reach`: that whole instead.
+
+    The receipt's forget check compares the matches after a deletion with
+    those before, against the whole measured before: a deletion can shrink
+    the whole (a word held only by a removed message, or by an index built
+    from one), and a message whose own words did not change must not pass
+    for a new match because of it.
+    """
     if not terms.lexemes:
-        return set()
+        return set(), None
     params: dict[str, Any] = {
         "owner": owner_id,
         "live": LIVE,
@@ -541,10 +556,12 @@ def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], f
         "mass": terms.mass,
         "floor": floor,
         "tsquery": _owner_tsquery(owner_id, terms.lexemes),
+        "reach": reach,
     }
     with connection.cursor() as cursor:
         cursor.execute(_NEIGHBOURS_SQL, params)
-        return {row[0] for row in cursor.fetchall()}
+        rows = cursor.fetchall()
+    return {pk for pk, _ in rows if pk is not None}, rows[0][1]
 
 
 # Neighbours within the budget (docs/RETRIEVAL.md, "Neighbours within the budget"). In chat the

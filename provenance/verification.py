@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from chat.index_context import index_stale
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Turn
-from chat.retrieval import QueryTerms, lexical_neighbours, query_terms
+from chat.retrieval import QueryTerms, lexical_matches, query_terms
 from chat.selectors import vector_literal
 from dellm_site.locks import owner_lock
 from provenance.models import DeletionRequest
@@ -84,6 +84,8 @@ class ForgetProbe:
     # out of repr for the same reason), and what they matched before.
     terms: list[QueryTerms] = field(default_factory=list, repr=False)
     lexical_before: frozenset[int] = frozenset()
+    # The floor's whole each of `terms` was measured against before (`chat.retrieval.lexical_matches`).
+    lexical_reaches: list[float | None] = field(default_factory=list)
     # The owner's highest message id at execution: what the check compares.
     horizon: int = 0
     # The embedding model of each of `vectors`.
@@ -103,11 +105,23 @@ def forget_threshold() -> float:
     return settings.DELLM_CONTEXT_THRESHOLD
 
 
-def _lexical_neighbours(*, owner_id: int, terms: list[QueryTerms], exclude: set[int]) -> set[int]:
+def _lexical_neighbours(
+    *, owner_id: int, terms: list[QueryTerms], exclude: set[int], reaches: list[float | None] | None = None
+) -> tuple[set[int], list[float | None]]:
+    """Every query's lexical matches, and the whole each was measured against (`reaches`: those given instead)."""
     found: set[int] = set()
-    for query in terms:
-        found |= lexical_neighbours(owner_id=owner_id, terms=query, exclude=exclude, floor=settings.DELLM_LEXICAL_FLOOR)
-    return found
+    measured: list[float | None] = []
+    for i, query in enumerate(terms):
+        ids, reach = lexical_matches(
+            owner_id=owner_id,
+            terms=query,
+            exclude=exclude,
+            floor=settings.DELLM_LEXICAL_FLOOR,
+            reach=reaches[i] if reaches is not None else None,
+        )
+        found |= ids
+        measured.append(reach)
+    return found, measured
 
 
 def _live_neighbours(*, owner_id: int, vectors: list[str], models: list[str], exclude: set[int]) -> set[int]:
@@ -157,6 +171,7 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
     )
     terms = [query_terms(owner_id=owner_id, text=texts[pk]) for pk in chosen if pk in texts]
     horizon = Message.objects.filter(owner_id=owner_id).aggregate(top=Max("pk"))["top"] or 0
+    lexical_before, reaches = _lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)
     return ForgetProbe(
         owner_id=owner_id,
         vectors=vectors,
@@ -164,7 +179,8 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
         neighbours_before=frozenset(before),
         models=models,
         terms=terms,
-        lexical_before=frozenset(_lexical_neighbours(owner_id=owner_id, terms=terms, exclude=message_ids)),
+        lexical_before=frozenset(lexical_before),
+        lexical_reaches=reaches,
         horizon=horizon,
     )
 
@@ -340,7 +356,10 @@ def _forget_check(*, deletion: DeletionRequest, probe: ForgetProbe) -> dict:
     )
     # The lexical probe vouches for the same messages: a redacted replacement
     # or a rewritten reply shares words with what it replaces by design.
-    lexical_after = _lexical_neighbours(owner_id=deletion.owner_id, terms=probe.terms, exclude=set())
+    # Against the whole measured before: a message whose words did not change is no new match.
+    lexical_after, _ = _lexical_neighbours(
+        owner_id=deletion.owner_id, terms=probe.terms, exclude=set(), reaches=probe.lexical_reaches
+    )
     new_lexical = sorted(
         lexical_after
         - probe.lexical_before
