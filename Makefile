@@ -70,7 +70,7 @@ test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 	$(PY) manage.py makemigrations --check --dry-run; \
 	$(VENV)/bin/pytest
 
-# The paper's utility and deletion experiments, offline by default (< 15 min on 2 cores);
+# The paper's utility and deletion experiments, offline by default (about 25 min on 2 cores);
 # report.md, thresholds.png and results.json land in eval-results/.
 eval: export DELLM_LAB = 1
 eval: setup
