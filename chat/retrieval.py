@@ -527,15 +527,11 @@ LEFT JOIN matches m ON m.owner_id = %(owner)s AND m.matched / coalesce(%(reach)s
 """
 
 
-def lexical_neighbours(*, owner_id: int, terms: QueryTerms, exclude: set[int], floor: float) -> set[int]:
-    """The owner's live messages, less `exclude`, that would enter a context on these words alone."""
-    return lexical_matches(owner_id=owner_id, terms=terms, exclude=exclude, floor=floor)[0]
-
-
 def lexical_matches(
     *, owner_id: int, terms: QueryTerms, exclude: set[int], floor: float, reach: float | None = None
 ) -> tuple[set[int], float | None]:
-    """`lexical_neighbours`, and the floor's whole (`_REACH`) it measured them against; `reach`: that whole instead.
+    """The owner's live messages, less `exclude`, that would enter a context on these words alone, and the floor's
+    whole (`_REACH`) they were measured against; `reach`: that whole instead of today's.
 
     The receipt's forget check compares the matches after a deletion with
     those before, against the whole measured before: a deletion can shrink

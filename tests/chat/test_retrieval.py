@@ -10,7 +10,7 @@ from chat.retrieval import (
     LEXICAL_FLOOR,
     NEIGHBOUR_MODES,
     OWNER_SEARCH,
-    lexical_neighbours,
+    lexical_matches,
     query_terms,
 )
 from chat.selectors import context_retrieve
@@ -109,7 +109,7 @@ def test_words_only_past_questions_hold_do_not_count_against_a_statement(owner, 
     question = make_message(thread, "What is the name of Kira's dog?", embedding=unit_vector(95))
     assert ("My dog Rex chewed the sofa again.", "lexical") in retrieve(question, neighbours="none")
     terms = query_terms(owner_id=owner.pk, text=question.content, exclude_id=question.pk)
-    found = lexical_neighbours(owner_id=owner.pk, terms=terms, exclude={question.pk}, floor=LEXICAL_FLOOR)
+    found, _ = lexical_matches(owner_id=owner.pk, terms=terms, exclude={question.pk}, floor=LEXICAL_FLOOR)
     assert history["dog"].pk in found
 
 
@@ -211,8 +211,8 @@ def test_a_system_prompt_is_never_retrieved(thread, history, policy):
 def test_a_system_prompt_is_no_lexical_neighbour(owner, thread, history):
     prompt = make_message(thread, "My dog Rex is a beagle.", role="system")
     terms = query_terms(owner_id=owner.pk, text="dog Rex beagle")
-    assert lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.1) == {history["dog"].pk}
-    assert prompt.pk not in lexical_neighbours(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.0)
+    assert lexical_matches(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.1)[0] == {history["dog"].pk}
+    assert prompt.pk not in lexical_matches(owner_id=owner.pk, terms=terms, exclude=set(), floor=0.0)[0]
 
 
 @pytest.mark.parametrize(
