@@ -106,9 +106,15 @@ class Message(OwnerPartitioned):
     LIVE = (Status.ACTIVE, Status.EXPIRING)
     REMOVED = (Status.DELETED, Status.PURGED)
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages")
+    # No index of their own: the primary key (owner_id, id) and message_thread_seq lead with them, and every
+    # index is written again for each row a removal's recompute rewrites (migration 0019).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     # In the database (owner_id, thread_id) references the thread's (owner_id, id): a message's thread is its owner's.
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages", db_constraint=False)
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="messages", db_constraint=False, db_index=False
+    )
     seq = models.PositiveBigIntegerField(help_text="Per-owner sequence number (the paper's message id).")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
@@ -125,12 +131,13 @@ class Message(OwnerPartitioned):
     index_sources = ArrayField(models.BigIntegerField(), default=list, db_default="{}", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     # The id of the provenance deletion that removed (or scheduled) this
-    # message. A plain indexed id, not a foreign key: chat records and never
+    # message. A plain indexed id (`message_deleted_by`, over the removed
+    # messages only), not a foreign key: chat records and never
     # depends on provenance, whose services decide and pass it to the
     # writer's status functions (`chat.writer`), under the owner's lock. Deletion rows are never
     # deleted on their own (only with their owner, whose messages go too), so
     # the id cannot dangle.
-    deleted_by_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    deleted_by_id = models.BigIntegerField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     # A rewrite (a regenerated reply, a redacted message) takes the place of the
     # message it replaces: `replaces` keeps that message's id only (no foreign
@@ -175,6 +182,9 @@ class Message(OwnerPartitioned):
             # in the order its thread shows (chat/index_context.py).
             models.Index(
                 fields=["thread", "place", "seq"], condition=models.Q(place__isnull=False), name="message_thread_place"
+            ),
+            models.Index(
+                fields=["deleted_by_id"], condition=models.Q(deleted_by_id__isnull=False), name="message_deleted_by"
             ),
         ]
 

@@ -309,7 +309,8 @@ INDEXES = (
     Place("message_search_gin", "the lexemes of every message", Way.REINDEX, _REINDEXED, SCRUB_BOUND, _INDEX_TEST),
     Place(
         "message_owner_search_gin",
-        "the lexemes of every message, per owner (expression index, chat migration 0004)",
+        "the lexemes of every message, per owner (expression index, chat migration 0004; its pending list of at most "
+        "64 kB, migration 0019, is rebuilt with it)",
         Way.REINDEX,
         _REINDEXED,
         SCRUB_BOUND,
@@ -350,9 +351,7 @@ INDEXES = (
             "message_thread_place",
             "message_index_sources_gin",
             "message_owner_seq_unique",
-            "chat_message_deleted_by_id_84f8bbc9",
-            "chat_message_owner_id_20a4d94c",
-            "chat_message_thread_id_6a43dfba",
+            "message_deleted_by",
             f"{THREAD}_pkey",
             "thread_owner_recent",
             "chat_thread_owner_id_5b1cabf2",

@@ -1,10 +1,11 @@
 """Hybrid context retrieval (chat/retrieval.py) through `context_retrieve`, as a turn calls it."""
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from chat.models import Message
-from chat.partitions import partition_index
+from chat.partitions import is_partitioned, partition_index
 from chat.retrieval import (
     CONTEXT_WEIGHT,
     LEXICAL_FLOOR,
@@ -195,6 +196,21 @@ def test_the_owner_index_serves_the_full_text_side(owner, thread, history):
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert partition_index(table="chat_message", index="message_owner_search_gin", owner_id=owner.pk) in plan
+
+
+def test_the_owner_index_keeps_a_pending_list_every_scan_can_afford_on_every_partition(db):
+    # Every scan reads the unmerged entries whole: at most 64 kB of them (8 pages), so a burst of writes
+    # (a purge's recompute) merges in batches without making each turn's look-up read megabytes (migration 0019).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname, i.reloptions FROM pg_class i WHERE i.relname = 'message_owner_search_gin' "
+            "OR i.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'message_owner_search_gin'::regclass)"
+        )
+        options = dict(cursor.fetchall())
+    assert len(options) == 1 + (settings.DELLM_PARTITIONS if is_partitioned("chat_message") else 0)
+    assert {name: sorted(value or []) for name, value in options.items()} == {
+        name: ["fastupdate=on", "gin_pending_list_limit=64"] for name in options
+    }
 
 
 @pytest.mark.parametrize("policy", ["relevant", "vector", "lexical", "window", "full"])
