@@ -34,8 +34,8 @@ def messages_source_keys_digest(*, owner_id: int, ids: Iterable[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Message._meta.db_table} AS m SET source_id = d.digest "
-            "FROM unnest(%s::bigint[], %s::text[]) AS d(id, digest) WHERE m.id = d.id",
-            [[pk for pk, _ in rows], [source_key_digest(owner_id=owner_id, key=key) for _, key in rows]],
+            "FROM unnest(%s::bigint[], %s::text[]) AS d(id, digest) WHERE m.owner_id = %s AND m.id = d.id",
+            [[pk for pk, _ in rows], [source_key_digest(owner_id=owner_id, key=key) for _, key in rows], owner_id],
         )
         return cursor.rowcount
 

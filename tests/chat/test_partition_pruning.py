@@ -20,6 +20,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from chat.embeddings import embed_one
+from chat.models import Message
 from chat.partitions import is_partitioned
 from chat.services import tool_results_turn_create, turn_tool_steps
 from dellm_site.auth import token_create
@@ -170,6 +171,16 @@ def _import(w):
     assert w["api"].get(f"/api/imports/{response.json()['id']}/").json()["status"] == "done"
 
 
+def _purge_an_import(w):
+    _import(w)
+    imported = Message.objects.filter(owner=w["owner"]).exclude(source_id="").order_by("seq").first()
+    preview = w["api"].post("/api/deletions/", {"select": {"ids": [imported.pk]}, "mode": "purge"}, format="json")
+    # Its keys become digests in the purge's transaction (not its on-commit VACUUM, as above).
+    assert w["api"].post(f"/api/deletions/{preview.json()['id']}/confirm/").json()["status"] == "executed"
+    imported.refresh_from_db()
+    assert imported.source_id.startswith("purged:")
+
+
 def _v1(w):
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=w['owner'])[1]}")
     first = {"model": "dellm", "messages": [{"role": "user", "content": "Where are my bees?"}]}
@@ -197,6 +208,7 @@ FLOWS = {
     "purge and receipt": _purge_and_receipt,
     "regenerate": _regenerate,
     "import": _import,
+    "purge of an import": _purge_an_import,
     "v1 alignment": _v1,
 }
 
