@@ -19,6 +19,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from assistant import agents
 from chat.embeddings import embed_one
 from chat.models import Message
 from chat.partitions import is_partitioned
@@ -149,6 +150,15 @@ def _purge_and_receipt(w):
     assert w["api"].get(f"/api/deletions/{deletion}/").json()["receipt"] is not None
 
 
+def _redact(w):
+    preview = w["api"].post("/api/deletions/", {"select": {"exact": "roof"}, "mode": "purge"}, format="json")
+    deletion = preview.json()["id"]
+    choices = {"redactions": {str(w["m"][0].pk): "I keep bees."}}
+    done = w["api"].post(f"/api/deletions/{deletion}/confirm/", choices, format="json").json()
+    assert done["status"] == "executed", done
+    assert Message.objects.filter(owner=w["owner"], content="I keep bees.", status="active").exists()
+
+
 def _regenerate(w):
     body = {"select": {"exact": "roof"}, "mode": "soft", "derived": "regenerate"}
     deletion = w["api"].post("/api/deletions/", body, format="json").json()
@@ -181,6 +191,18 @@ def _purge_an_import(w):
     assert imported.source_id.startswith("purged:")
 
 
+def _agent_tools(w):
+    # The MCP tools' logic (assistant/agents.py): what an agent reads, writes and asks to forget.
+    found = agents.search_memory(user=w["owner"], client="pruning", query="bees on the roof", k=3)
+    assert found["memories"]
+    assert agents.explain(user=w["owner"], client="pruning", id=w["m"][0].pk)["id"] == w["m"][0].pk
+    note = w["run"](
+        lambda: agents.remember(user=w["owner"], client="pruning", text="Bees.", derived_from=[w["m"][0].pk])
+    )
+    preview = agents.forget(user=w["owner"], client="pruning", base_url="http://testserver", ids=[note["id"]])
+    assert preview["deletion"]["total"] == 1
+
+
 def _v1(w):
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=w['owner'])[1]}")
     first = {"model": "dellm", "messages": [{"role": "user", "content": "Where are my bees?"}]}
@@ -207,9 +229,11 @@ FLOWS = {
     "confirm and undo": _confirm_and_undo,
     "purge and receipt": _purge_and_receipt,
     "regenerate": _regenerate,
+    "redaction": _redact,
     "import": _import,
     "purge of an import": _purge_an_import,
     "v1 alignment": _v1,
+    "agent tools": _agent_tools,
 }
 
 
