@@ -262,15 +262,8 @@ def retrieval_bench(
 def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
     """A turn minus the LLM call: `turn_run` with the offline responder, less the responder's own time."""
     owners = [owner for owner, size in users if 5_000 <= size <= 20_000][:20] or [users[-1][0]]
-    # A seed of random vectors labels them with its own model, and a turn's question is embedded by the
-    # configured one: the vector side would then search a history with no vector of its model, the owner's
-    # rows read one by one for the label, which no user's turn meets (an owner's history is in the model
-    # that embeds their new messages). The turn owners' vectors take the configured model's label (same
-    # dimension; what they mean does not matter to the timing), then the per-owner vector indexes the
-    # hourly sync builds.
-    Message.objects.filter(owner_id__in=owners, embedding_model=RANDOM_MODEL).update(
-        embedding_model=settings.DELLM_EMBEDDING_MODEL
-    )
+    # The per-owner vector indexes the hourly sync would have built for them (none for random vectors'
+    # model: the turns' questions are embedded by the configured one).
     owner_vector_index_sync(owner_ids=owners)
     texts = sentences(turns * 2, rng)[::2]
     store, total, responder_ms, overhead, embed, retrieve = [], [], [], [], [], []
