@@ -19,7 +19,6 @@ from django.test import Client
 from chat.embeddings import embed_one
 from chat.llm import get_responder
 from chat.models import ContextEdge, Message, Thread
-from chat.partitions import partition_of
 from chat.selectors import IVFFLAT_PROBES, context_retrieve
 from chat.services import turn_create, turn_run
 from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
@@ -308,19 +307,6 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
     }
 
 
-def _vacuum_owner(owner_id: int) -> None:
-    """VACUUM (ANALYZE) the owner's messages and edges (their partitions): the state autovacuum keeps a live table in.
-
-    Each purge sample rolls back, leaving some 20,000 dead row versions and
-    their index entries that the next sample would otherwise wade through, and
-    a freshly seeded table has no visibility map or hint bits yet; neither is
-    what a user's purge meets.
-    """
-    tables = [partition_of(table=model._meta.db_table, owner_id=owner_id) for model in (Message, ContextEdge)]
-    with connection.cursor() as cursor:
-        cursor.execute(f"VACUUM (ANALYZE) {', '.join(connection.ops.quote_name(table) for table in tables)}")
-
-
 def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
     """Dep(m) plus the purge of `deletion_confirm`, under the owner's lock, then rolled back.
 
@@ -377,7 +363,9 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
         root, size = graph.root_with_dep(target)
         core = []
         for _ in range(repeats):
-            _vacuum_owner(owner_id)
+            # The owner's part vacuumed and analyzed, as after a real purge: each sample rolls back some
+            # 20,000 row versions the next would wade through, and a fresh seed has no statistics yet.
+            erasure.vacuum(owner_id=owner_id)
             core.append(_purge_core_ms(owner_id, root)[0])
         row = {"target": target, "size": size, "core": stats(core)}
         row |= {"probe": stats([]), "preview": stats([]), "confirm": stats([])}
