@@ -374,7 +374,7 @@ def hybrid_retrieve(
         )
         ranked.append((item, float(relevance)))
     if cues.any:
-        ranked = time_rerank(ranked, cues, text, terms)
+        ranked = time_rerank(ranked, cues, text, terms, owner_id=owner_id)
     return [item for item, _ in ranked[:k]]
 
 
@@ -405,11 +405,11 @@ WITH terms AS MATERIALIZED (
     SELECT m.id, m.owner_id, m.seq, {SAID_AT_SQL} AS said_at,
            (SELECT sum(t.idf) FROM terms t WHERE m.search @@ t.q) AS matched
     FROM chat_message m
-    WHERE m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s AND m.role <> %(tool)s
-      AND m.tool_calls IS NULL AND NOT ({ASKED})
+    WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s AND m.role <> %(system)s
+      AND m.role <> %(tool)s AND m.tool_calls IS NULL AND NOT ({ASKED})
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
 )
-SELECT said_at FROM matches WHERE owner_id = %(owner)s ORDER BY matched DESC, said_at, seq LIMIT 1
+SELECT said_at FROM matches ORDER BY matched DESC, said_at, seq LIMIT 1
 """
 
 
@@ -471,11 +471,11 @@ WITH asked AS MATERIALIZED (SELECT unnest(tsvector_to_array(to_tsvector('english
 SELECT m.id, ARRAY(
     SELECT unnest(tsvector_to_array(to_tsvector('english', m.content))) INTERSECT SELECT lexeme FROM asked
 )
-FROM chat_message m WHERE m.id = ANY(%(ids)s) AND NOT ({ASKED})
+FROM chat_message m WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s) AND NOT ({ASKED})
 """
 
 
-def latest_statements(items: list[ContextItem], question: str, terms: QueryTerms) -> set[int]:
+def latest_statements(items: list[ContextItem], question: str, terms: QueryTerms, *, owner_id: int) -> set[int]:
     """Ids of the candidates that restate, later, a thing an older candidate said: latest statement wins.
 
     Two candidates state the same thing when each text holds every lexeme
@@ -488,14 +488,14 @@ def latest_statements(items: list[ContextItem], question: str, terms: QueryTerms
     if not terms.lexemes:
         return set()
     with connection.cursor() as cursor:
-        cursor.execute(_SHARED_SQL, {"question": question, "ids": [item.id for item in items]})
+        cursor.execute(_SHARED_SQL, {"owner": owner_id, "question": question, "ids": [item.id for item in items]})
         shared = {id_: set(lexemes) for id_, lexemes in cursor.fetchall()}
     same = [item for item in items if shared.get(item.id, set()) >= set(terms.lexemes)]
     return {max(same, key=_said_order).id} if len(same) > 1 else set()
 
 
 def time_rerank(
-    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str, terms: QueryTerms
+    ranked: list[tuple[ContextItem, float]], cues: TimeCues, question: str, terms: QueryTerms, *, owner_id: int
 ) -> list[tuple[ContextItem, float]]:
     """`ranked` (item, relevance) re-ordered by relevance scaled by `time_boost`, newer first on ties.
 
@@ -506,7 +506,7 @@ def time_rerank(
     """
     boosted = [(item, relevance * time_boost(item, cues)) for item, relevance in ranked]
     if cues.asks_current:
-        latest = latest_statements([item for item, _ in boosted], question, terms)
+        latest = latest_statements([item for item, _ in boosted], question, terms, owner_id=owner_id)
         boosted = [(item, score * (1 + RECENCY_BOOST) if item.id in latest else score) for item, score in boosted]
     return sorted(boosted, key=lambda pair: (-pair[1], -pair[0].seq))
 

@@ -112,7 +112,9 @@ def system_message_store(*, thread: Thread, text: str) -> Message:
     with transaction.atomic():
         owner_lock(thread.owner_id)
         existing = (
-            Message.objects.filter(thread=thread, role=Message.Role.SYSTEM, status__in=Message.LIVE, content=text)
+            Message.objects.filter(
+                owner_id=thread.owner_id, thread=thread, role=Message.Role.SYSTEM, status__in=Message.LIVE, content=text
+            )
             .order_by("-seq")
             .first()
         )

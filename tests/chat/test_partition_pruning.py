@@ -106,6 +106,15 @@ def _turn(w):
     assert w["api"].get(f"/api/turns/{body.json()['turn']['id']}/").json()["status"] == "done"
 
 
+def _time_questions(w):
+    # A "now" question compares the candidates' own words; "before I ..." finds the event it names.
+    for question in ("Where are my bees now?", "What did I do before I kept bees?"):
+        body = w["run"](
+            lambda q=question: w["api"].post(f"/api/threads/{w['thread'].pk}/messages/", {"content": q}, format="json")
+        )
+        assert w["api"].get(f"/api/turns/{body.json()['turn']['id']}/").json()["status"] == "done"
+
+
 def _dependents(w):
     assert w["api"].get(f"/api/messages/{w['m'][0].pk}/dependents/").json()["count"] == 2
     assert w["api"].get(f"/api/messages/{w['m'][0].pk}/").status_code == 200
@@ -217,10 +226,16 @@ def _v1(w):
     response = w["run"](lambda: client.post("/v1/chat/completions", again, content_type="application/json"))
     assert response.status_code == 200
     assert response.json()["dellm"]["stored"] == 0
+    # A system prompt is stored once per thread: the next request with it finds it.
+    prompted = {"model": "dellm", "messages": [{"role": "system", "content": "Be brief."}, *again["messages"]]}
+    for _ in range(2):
+        response = w["run"](lambda: client.post("/v1/chat/completions", prompted, content_type="application/json"))
+        assert response.status_code == 200
 
 
 FLOWS = {
     "turn": _turn,
+    "time questions": _time_questions,
     "dependents": _dependents,
     "thread page": _thread_page,
     "graph": _graph,
