@@ -360,7 +360,11 @@ def completion_tool_turn_start(
         alignment = transcript_align(thread=thread, earlier=earlier)
         fits = (len(stored) == len(earlier) and alignment.matched == len(earlier) and not alignment.new) or again
         call = stored[len(earlier) - 1] if fits and earlier else None
-        asked = Turn.objects.filter(reply_id=call.pk).first() if call is not None and call.tool_calls else None
+        asked = (
+            Turn.objects.filter(owner_id=call.owner_id, reply_id=call.pk).first()
+            if call is not None and call.tool_calls
+            else None
+        )
         if call is None or asked is None:
             raise Conflict(TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"})
         supplied = (

@@ -21,9 +21,10 @@ from django.test.utils import CaptureQueriesContext
 
 from assistant import agents
 from chat.embeddings import embed_one
-from chat.models import Message
+from chat.models import Message, Turn
 from chat.partitions import is_partitioned
 from chat.services import tool_results_turn_create, turn_tool_steps
+from chat.writer import Source, message_store
 from dellm_site.auth import token_create
 from tests.factories import make_edge, make_message, make_thread, make_tool_steps
 
@@ -233,6 +234,41 @@ def _v1(w):
         assert response.status_code == 200
 
 
+def _v1_tool_result(w):
+    # A client answers the model's tool call: /v1 finds the call and its turn, then answers from the result.
+    question = make_message(w["thread"], "Weather in Lyon?", embedding=embed_one("Weather in Lyon?"))
+    call = message_store(
+        owner_id=w["owner"].pk,
+        thread_id=w["thread"].pk,
+        role="assistant",
+        content="",
+        sources=[Source(id=question.pk)],
+        tool_calls=[{"id": "call_1", "name": "weather", "arguments": "{}"}],
+    )
+    Turn.objects.create(owner=w["owner"], user_message=question, reply=call, status=Turn.Status.DONE)
+    earlier = [
+        {"role": m.role, "content": m.content} for m in Message.objects.filter(owner=w["owner"]).order_by("seq")
+    ][:-1]
+    request = {
+        "model": "dellm",
+        "messages": [
+            *earlier,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+        ],
+    }
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=w['owner'])[1]}")
+    response = w["run"](lambda: client.post("/v1/chat/completions", request, content_type="application/json"))
+    assert response.status_code == 200, response.content
+    assert Message.objects.filter(owner=w["owner"], role="tool", content="Sunny").exists()
+
+
 FLOWS = {
     "turn": _turn,
     "time questions": _time_questions,
@@ -249,6 +285,7 @@ FLOWS = {
     "purge of an import": _purge_an_import,
     "v1 alignment": _v1,
     "agent tools": _agent_tools,
+    "v1 tool result": _v1_tool_result,
 }
 
 
