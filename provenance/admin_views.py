@@ -232,7 +232,8 @@ def subject_request_view(request: StaffRequest, model_admin: "ModelAdmin[Deletio
 def _members(deletion: DeletionRequest) -> list[dict]:
     """Matched and dependent messages in sequence order: ids, roles, statuses and paths, no text."""
     paths = {int(node): path for node, path in deletion.explanations.items()}
-    rows = Message.objects.filter(pk__in=[*deletion.matched_ids, *deletion.dependent_ids]).order_by("seq")
+    ids = [*deletion.matched_ids, *deletion.dependent_ids]
+    rows = Message.objects.filter(owner_id=deletion.owner_id, pk__in=ids).order_by("seq")
     return [
         {"id": pk, "seq": seq, "role": role, "status": status, "path": paths.get(pk)}
         for pk, seq, role, status in rows.values_list("pk", "seq", "role", "status")

@@ -700,12 +700,11 @@ def deletion_resume(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED) or not deletion.regenerate_ids:
             raise Conflict("Only an executed deletion that rewrites replies can be resumed.")
+        # A subquery, not a join: Django turns an UPDATE over a join into "id IN (...)", whose
+        # outer UPDATE names no owner and so reads every partition of chat_turn.
+        live = Message.objects.filter(owner_id=owner_id, status__in=Message.LIVE).values("pk")
         retried = Turn.objects.filter(
-            owner_id=owner_id,
-            deletion_id=deletion.pk,
-            status=Turn.Status.FAILED,
-            user_message__owner_id=owner_id,
-            user_message__status__in=Message.LIVE,
+            owner_id=owner_id, deletion_id=deletion.pk, status=Turn.Status.FAILED, user_message_id__in=live
         ).update(status=Turn.Status.PENDING, error="", updated_at=timezone.now())
         deletion.regeneration_cancelled_at = None
         deletion.regeneration_finished_at = None

@@ -155,7 +155,7 @@ def scrub(*, force: bool = False) -> list[str]:
             cursor.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
         for name in names:
             cursor.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier(name)))
-    DeletionRequest.objects.filter(pk__in=list(purges)).update(scrubbed_at=timezone.now())
+    DeletionRequest.objects.filter(owner_id__in=owners, pk__in=list(purges)).update(scrubbed_at=timezone.now())
     logger.info(
         "scrubbed %s indexes for %s purges in %s ms",
         len(names),

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from assistant import agents
 from chat.embeddings import embed_one
@@ -179,6 +180,17 @@ def _regenerate(w):
     assert w["api"].get(f"/api/deletions/{deletion['id']}/").json()["receipt"]["checks"]["regeneration"]["passed"]
 
 
+def _resume(w):
+    body = {"select": {"exact": "roof"}, "mode": "soft", "derived": "regenerate"}
+    deletion = w["api"].post("/api/deletions/", body, format="json").json()["id"]
+    assert w["run"](lambda: w["api"].post(f"/api/deletions/{deletion}/confirm/")).json()["status"] == "executed"
+    # Its rewrite failed (the model was down): the owner runs it again.
+    Turn.objects.filter(owner=w["owner"], deletion_id=deletion).update(status=Turn.Status.FAILED)
+    resumed = w["run"](lambda: w["api"].post(f"/api/deletions/{deletion}/resume/"))
+    assert resumed.status_code == 200, resumed.content
+    assert not Turn.objects.filter(owner=w["owner"], deletion_id=deletion, status=Turn.Status.FAILED).exists()
+
+
 def _import(w):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -281,6 +293,7 @@ FLOWS = {
     "purge and receipt": _purge_and_receipt,
     "regenerate": _regenerate,
     "redaction": _redact,
+    "resume": _resume,
     "import": _import,
     "purge of an import": _purge_an_import,
     "v1 alignment": _v1,
@@ -308,3 +321,14 @@ def test_the_tool_steps_a_v1_turn_replays_are_read_on_one_partition(owner, threa
         ((step, result_ids),) = turn_tool_steps(turn=turn)
     assert (step.results, result_ids) == ([("call_1", "Sunny")], [steps["result"].pk])
     assert wide_queries(captured.captured_queries) == []
+
+
+def test_the_staff_review_of_a_subject_request_reads_the_users_partition(world, staff_client):
+    body = {"select": {"exact": "roof"}, "mode": "purge"}
+    deletion = world["api"].post("/api/deletions/", body, format="json").json()["id"]
+    review = reverse("admin:provenance_deletionrequest_review", args=[deletion])
+    with CaptureQueriesContext(connection) as captured:
+        assert staff_client.get(review).status_code == 200
+    # Only the page's first read, of the deletion by the id in its address (docs/ARCHITECTURE.md, exempt).
+    ((sql, counts),) = wide_queries(captured.captured_queries)
+    assert f'"provenance_deletionrequest"."id" = {deletion}' in sql and set(counts) == {"provenance_deletionrequest"}
