@@ -143,13 +143,18 @@ def regenerations_stalled_sweep(*, now: datetime | None = None) -> dict[str, lis
             regeneration_finished_at__isnull=True,
         )
         .exclude(regenerate_ids=[])
-        .exclude(Exists(Turn.objects.filter(deletion_id=OuterRef("pk"), updated_at__gte=cutoff)))
+        .exclude(
+            Exists(
+                Turn.objects.filter(owner_id=OuterRef("owner_id"), deletion_id=OuterRef("pk"), updated_at__gte=cutoff)
+            )
+        )
         .order_by("pk")
-        .values_list("pk", flat=True)
+        .values_list("pk", "owner_id")
     )
     swept: dict[str, list[int]] = {"resumed": [], "failed": []}
-    for deletion_id in stalled:
-        stale = Turn.objects.filter(deletion_id=deletion_id, status__in=OPEN, updated_at__lt=cutoff)
+    # The list is every owner's; each deletion's turns are then read on its owner's partition.
+    for deletion_id, owner_id in stalled:
+        stale = Turn.objects.filter(owner_id=owner_id, deletion_id=deletion_id, status__in=OPEN, updated_at__lt=cutoff)
         claimed = False
         for turn_id, attempts in stale.order_by("replaces").values_list("pk", "attempts"):
             row = stale.filter(pk=turn_id)
@@ -161,7 +166,7 @@ def regenerations_stalled_sweep(*, now: datetime | None = None) -> dict[str, lis
             elif row.update(updated_at=now):
                 claimed = True
         # None left open: only the receipt check was lost (the task died after the last commit).
-        if claimed or not Turn.objects.filter(deletion_id=deletion_id, status__in=OPEN).exists():
+        if claimed or not Turn.objects.filter(owner_id=owner_id, deletion_id=deletion_id, status__in=OPEN).exists():
             swept["resumed"].append(deletion_id)
     return swept
 
