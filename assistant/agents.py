@@ -21,6 +21,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from chat.models import INDEX_FIELDS, Message
 from chat.selectors import memory_search, message_get
 from chat.services import agent_access_get, memory_read_record, note_store
+from dellm_site.client_input import unstorable
 from dellm_site.errors import DomainError, ValidationFailed
 from dellm_site.types import User
 from provenance.requests import resolve_deletion_request
@@ -94,6 +95,12 @@ def _whole(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
+def _storable(text: str, name: str) -> None:
+    problem = unstorable(text)
+    if problem is not None:
+        raise ValidationFailed(problem, fields={name: "invalid"})
+
+
 def _ids(value: object, name: str, most: int) -> list[int]:
     if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in value):
         raise ValidationFailed(f"{name} must be a list of memory ids.", fields={name: "invalid"})
@@ -108,6 +115,7 @@ def search_memory(*, user: User, client: str, query: object, k: object = 5) -> d
         raise ValidationFailed("query needs some text.", fields={"query": "empty"})
     if len(query) > MAX_QUERY_CHARS:
         raise ValidationFailed(f"query has at most {MAX_QUERY_CHARS} characters.", fields={"query": "too long"})
+    _storable(query, "query")
     k = _whole(k, "k", 1, MAX_K)
     throttle(user=user, scope="search")
     found = memory_search(owner_id=user.pk, text=query, k=k)
@@ -172,6 +180,7 @@ def remember(*, user: User, client: str, text: object, derived_from: object = No
     used = _ids([] if derived_from is None else derived_from, "derived_from", MAX_DERIVED_FROM)
     if not isinstance(text, str):
         raise ValidationFailed("text needs some text.", fields={"text": "empty"})
+    _storable(text, "text")
     throttle(user=user, scope="chat")
     note = note_store(owner_id=user.pk, text=text, derived_from=used)
     return {

@@ -162,10 +162,12 @@ def _positioned(*, owner_id: int, thread_id: int) -> QuerySet[Message]:
 
 def transcript_align(*, thread: Thread, earlier: list[Said]) -> Alignment:
     """Align `earlier` by position with the thread's stored messages (removed ones included)."""
+    # One past the transcript is all the alignment reads (a longer thread is not continued):
+    # a long thread costs no more than the request that names it.
     stored = list(
         _positioned(owner_id=thread.owner_id, thread_id=thread.pk)
         .order_by("seq")
-        .values_list("role", "status", "content", "tool_calls", "tool_call_id")
+        .values_list("role", "status", "content", "tool_calls", "tool_call_id")[: len(earlier) + 1]
     )
     alignment = Alignment()
     for (role, status, content, calls, call_id), said in zip(stored, earlier, strict=False):
@@ -351,8 +353,9 @@ def completion_tool_turn_start(
         raise Conflict(TOOL_CALL_GONE, code="tool_call_not_found", fields={"messages": "no such tool call"})
     with transaction.atomic():
         owner_lock(owner.pk)
-        stored = list(_positioned(owner_id=thread.owner_id, thread_id=thread.pk).order_by("seq"))
         full = [*earlier, *results]
+        # One past the transcript tells a longer thread (which does not fit) from an equal one.
+        stored = list(_positioned(owner_id=thread.owner_id, thread_id=thread.pk).order_by("seq")[: len(full) + 1])
         again = len(stored) == len(full) and all(
             m.is_live and said.same(m.role, m.content, m.tool_calls, m.tool_call_id)
             for m, said in zip(stored, full, strict=True)

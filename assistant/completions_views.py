@@ -61,6 +61,7 @@ from assistant.completions_wire import (
 from chat import services
 from chat.streams import channel
 from chat.turn_tools import turn_tools_put
+from dellm_site import overload
 from dellm_site.errors import DomainError
 from dellm_site.event_streams import (
     StreamRefused,
@@ -256,6 +257,17 @@ def _enqueue(prepared: Prepared) -> None:
 
 
 def _unexpected(exc: Exception) -> JsonResponse:
+    if overload.database_unavailable(exc):
+        # The pool is full or the database is down: a 503 to retry, as the REST API answers.
+        overload.log_unavailable(exc, "chat_completions")
+        error = CompletionError(
+            overload.MESSAGE,
+            status=503,
+            type="server_error",
+            code="service_unavailable",
+            headers={"Retry-After": str(overload.RETRY_AFTER_SECONDS)},
+        )
+        return error_response(error)
     logger.exception("unhandled error in the OpenAI-compatible endpoint (%s)", type(exc).__name__)
     error = CompletionError("Something went wrong on our side; please try again.", status=500, type="server_error")
     return error_response(error)

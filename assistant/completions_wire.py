@@ -19,6 +19,7 @@ from django.conf import settings
 from assistant.completions import Said, ToolCall
 from chat.llm import ToolOffer
 from chat.models import MAX_TOOL_CALL_ID, MAX_TOOL_CALLS, TOOL_NAME
+from dellm_site.client_input import unstorable, whole_number
 from dellm_site.event_streams import EventStreamRenderer, StreamRefused
 
 # Roles whose text is an instruction, not conversation: joined into one stored system prompt (never memory).
@@ -119,24 +120,18 @@ def _text(content: object, param: str, role: str) -> str:
 
 def _storable(text: str, param: str) -> None:
     """Refuse what PostgreSQL cannot store as text (as the REST API's serializers do): NUL and lone surrogates."""
-    if "\x00" in text:
-        raise CompletionError("Text may not contain NUL characters.", param=param, code="invalid_value")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise CompletionError(
-            "Text may not contain lone surrogate characters.", param=param, code="invalid_value"
-        ) from None
+    problem = unstorable(text)
+    if problem is not None:
+        raise CompletionError(problem, param=param, code="invalid_value")
 
 
 def _thread_id(raw: object, param: str) -> int | None:
     if raw is None or raw == "":
         return None
-    text = str(raw).strip()
-    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
-    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+    thread_id = whole_number(str(raw).strip(), digits=18)
+    if thread_id is None:
         raise CompletionError("A DeLLM thread key is a thread id (a whole number).", param=param)
-    return int(text)
+    return thread_id
 
 
 def _tools(body: dict) -> ToolOffer | None:

@@ -24,6 +24,7 @@ from chat.serializers import (
     TurnSerializer,
 )
 from dellm_site.api import CostThrottle, LinkHeaderCursorPagination, Pagination, errors, validated
+from dellm_site.client_input import whole_number
 from dellm_site.types import AuthenticatedRequest
 
 
@@ -49,7 +50,7 @@ class ThreadMessagePagination(LinkHeaderCursorPagination):
     ordering = ("-position", "-seq")
 
     def position_valid(self, position: Any) -> bool:
-        return position is None or str(position).isdigit()
+        return position is None or whole_number(str(position), digits=18) is not None
 
 
 _PAGE_PARAMETERS = [

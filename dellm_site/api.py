@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import authenticate, user_logged_in
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -24,6 +24,7 @@ from rest_framework.views import APIView, set_rollback
 
 from dellm_site import overload
 from dellm_site.auth import client_address, password_check_slot, token_create
+from dellm_site.client_input import whole_number
 from dellm_site.errors import DomainError, ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = PayloadTooLarge()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, SuspiciousOperation | BadRequest):
+        # Django's refusals of a request it will not read (more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields, ...).
+        exc = exceptions.ParseError("The request cannot be read: too many fields or files, or malformed.")
     set_rollback()
     if isinstance(exc, DomainError):
         headers = {}
@@ -181,11 +185,12 @@ class Pagination(PageNumberPagination):
         if raw is None:
             return settings.DELLM_PAGE_SIZE
         limit = settings.DELLM_MAX_PAGE_SIZE
-        if not raw.isdigit() or not 1 <= int(raw) <= limit:
+        size = whole_number(raw, digits=len(str(limit)))
+        if size is None or not 1 <= size <= limit:
             raise ValidationFailed(
                 f"page_size must be a whole number from 1 to {limit}.", fields={"page_size": "out of range"}
             )
-        return int(raw)
+        return size
 
     def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
@@ -284,7 +289,8 @@ class LinkHeaderCursorPagination(CursorPagination):
 
 
 class TokenRequestSerializer(serializers.Serializer):
-    username = serializers.CharField()
+    # Django's own bound on a username (and the sign-in lock-out's column is 255 wide).
+    username = serializers.CharField(max_length=150)
     password = serializers.CharField(style={"input_type": "password"})
 
 

@@ -66,6 +66,12 @@ class TokenAuthentication(KnoxTokenAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token header: send `Token <token>` or `Bearer <token>`.")
         return self.authenticate_credentials(auth[1])
 
+    def authenticate_credentials(self, token: bytes) -> tuple[Any, AuthToken]:
+        # Knox decodes the token as UTF-8 and fails on other bytes; a token is ASCII, anything else is not one.
+        if not token.isascii():
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return super().authenticate_credentials(token)
+
     def _cleanup_token(self, auth_token: AuthToken) -> bool:
         # Knox also loads and prunes every other token of the user on each
         # request (one more query per API call); an expired token is refused

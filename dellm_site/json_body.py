@@ -95,7 +95,8 @@ class JSONParser(parsers.JSONParser):
     """DRF's JSON parser on `json_parse`: a body nested too deep is a 400 `malformed_request`, like any bad JSON."""
 
     def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping | None = None) -> Any:
-        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        # A text charset only: Django takes any codec's name ("base64", "bz2_codec").
+        encoding = parsers.get_encoding(parser_context or {})  # type: ignore[attr-defined]  # not in its stubs yet
         try:
             # The whole body, as DRF's own parser reads it (`json.load` reads the stream to its end).
             return json_parse(stream.read().decode(encoding))

@@ -27,6 +27,7 @@ from chat import selectors as chat_selectors
 from chat.models import Message
 from chat.serializers import MessageSerializer, ThreadSerializer
 from dellm_site.api import error_body
+from dellm_site.client_input import whole_number
 from dellm_site.errors import DomainError
 from dellm_site.types import StaffRequest, User
 from provenance import selectors, services
@@ -186,7 +187,9 @@ class SubjectDeletionForm(forms.Form):
     threshold = forms.FloatField(required=False, min_value=-1, max_value=1, help_text="Semantic match only.")
     mode = forms.ChoiceField(choices=DeletionRequest.Mode.choices, initial=DeletionRequest.Mode.SOFT)
     expire_at = forms.DateTimeField(required=False, help_text="Mode expire only.")
-    depth = forms.IntegerField(required=False, min_value=0, help_text="Taint level limit; empty for the full Dep(M).")
+    depth = forms.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1, help_text="Taint level limit; empty for the full Dep(M)."
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -194,10 +197,11 @@ class SubjectDeletionForm(forms.Form):
         kind, value = data.get("selector"), data.get("value")
         if kind == "ids" and value is not None:
             tokens = [token for token in re.split(r"[\s,]+", value) if token]
-            if not tokens or not all(token.isdigit() for token in tokens):
+            ids = [whole_number(token, digits=19) for token in tokens]
+            if not ids or None in ids:
                 self.add_error("value", "Give message ids: whole numbers separated by spaces or commas.")
             else:
-                data["selection"] = {"ids": [int(token) for token in tokens]}
+                data["selection"] = {"ids": ids}
         elif kind and value is not None:
             data["selection"] = {kind: value}
             if kind == "semantic" and data.get("threshold") is not None:

@@ -11,6 +11,7 @@ from django.db.models.functions import JSONObject, Substr
 
 from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, MemoryRead, Message, Thread, Turn
 from dellm_site.errors import NotFound
+from dellm_site.lookups import BIGINT
 from dellm_site.types import User
 from provenance.models import DeletionRequest
 
@@ -355,6 +356,8 @@ def message_dependents(
     one on demand.
     """
     limit = settings.DELLM_MAX_EXPLANATION_PATHS if paths is None else min(paths, settings.DELLM_MAX_EXPLANATION_PATHS)
+    if not BIGINT[0] <= message_id <= BIGINT[1]:
+        raise NotFound(f"No message with id {message_id}.")
     # Dep(m) holds m exactly when m is the owner's: no separate existence query.
     members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
     if message_id not in members:

@@ -24,7 +24,16 @@ ZIP_MAGIC = b"PK\x03\x04"
 # The central directory a zip may have: about 70,000 entries, far more than an
 # export's files (ChatGPT's: the JSON, the HTML page, uploaded files, images).
 MAX_DIRECTORY_BYTES = 8 * 1024 * 1024
-_UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError, zlib.error)
+# RuntimeError: a member that is encrypted ("password required").
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    OSError,
+    EOFError,
+    zlib.error,
+    RuntimeError,
+)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,21 @@ def strings_capped(chunks: Iterable[bytes], limit: int | None = None) -> Iterato
         raise ImportFormatError(f"The file has a string longer than {limit} bytes.", field="file")
 
 
+@contextlib.contextmanager
+def _parsing() -> Iterator[None]:
+    """NotJSON for what the parser refuses (not for what reading the chunks raises, which has its own message)."""
+    try:
+        yield
+    except (ijson.JSONError, ValueError):
+        # ValueError: a number past Python's 4,300-digit limit (the pure-Python backend).
+        raise NotJSON from None
+    except SystemError as exc:
+        # The same number in the C backend, its ValueError wrapped.
+        if isinstance(exc.__cause__, ValueError):
+            raise NotJSON from None
+        raise
+
+
 def events(chunks: Iterable[bytes], *, final: bool = True) -> Generator[tuple[str, Any], None, None]:
     """ijson's events of the chunks; NotJSON where they stop being JSON (or end too soon, if `final`)."""
     sink = ijson.sendable_list()
@@ -152,16 +167,16 @@ def events(chunks: Iterable[bytes], *, final: bool = True) -> Generator[tuple[st
     closed = False
     try:
         for chunk in chunks:
-            parser.send(chunk)
+            with _parsing():
+                parser.send(chunk)
             if sink:
                 yield from sink
                 del sink[:]
         if final:
             closed = True
-            parser.close()
+            with _parsing():
+                parser.close()
             yield from sink
-    except ijson.JSONError:
-        raise NotJSON from None
     finally:
         # A reader left early (an error, a peek): end the parser now, not when it is collected.
         if not closed:

@@ -1,6 +1,8 @@
 """Matching a client's resent transcript to a thread's stored messages (assistant/completions.py)."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from assistant.completions import Said, ToolCall, completion_turn_start, thread_match, transcript_align
 from chat.models import ContextEdge, Message, Thread
@@ -26,6 +28,17 @@ def test_removed_positions_are_dropped_whatever_the_replayed_text(owner):
         thread=thread, earlier=said(*EXCHANGE, ("user", "Nice weather."), ("assistant", "Indeed."))
     )
     assert (alignment.matched, alignment.removed, alignment.differing, alignment.new) == (2, 2, 0, [])
+
+
+def test_a_transcript_shorter_than_its_thread_reads_one_message_past_it(owner):
+    thread = make_thread(owner)
+    history(thread, *EXCHANGE * 20)
+    with CaptureQueriesContext(connection) as captured:
+        alignment = transcript_align(thread=thread, earlier=said(*EXCHANGE))
+    # Not continued (the thread is longer), and only the transcript's two positions and one more were read.
+    assert (alignment.matched, alignment.new, alignment.dropped_new) == (2, [], 0)
+    (query,) = captured.captured_queries
+    assert query["sql"].endswith("LIMIT 3")
 
 
 def test_new_messages_past_the_end_are_kept_only_after_a_verified_live_tail(owner):
