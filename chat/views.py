@@ -23,19 +23,39 @@ from chat.serializers import (
     ThreadSerializer,
     TurnSerializer,
 )
-from dellm_site.api import CostThrottle, LinkHeaderCursorPagination, Pagination, errors, validated
+from dellm_site.api import (
+    CostThrottle,
+    LinkHeaderCursorPagination,
+    LinkHeaderPagination,
+    Pagination,
+    errors,
+    validated,
+)
 from dellm_site.client_input import whole_number
 from dellm_site.types import AuthenticatedRequest
 
+_PAGE_PARAMETERS = [
+    OpenApiParameter("page_size", int, description="At most DELLM_MAX_PAGE_SIZE (default DELLM_PAGE_SIZE)."),
+]
+
 
 class ThreadListView(APIView):
-    @extend_schema(responses={200: ThreadSerializer(many=True), **errors()}, summary="The caller's threads")
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"POST": "thread_create"}
+
+    @extend_schema(
+        parameters=[OpenApiParameter("page", int), *_PAGE_PARAMETERS],
+        responses={200: ThreadSerializer(many=True), **errors(400, 404)},
+        summary="The caller's threads, newest first, a page at a time (Link header)",
+    )
     def get(self, request: AuthenticatedRequest) -> Response:
-        return Response(ThreadSerializer(selectors.thread_list(owner=request.user), many=True).data)
+        paginator = LinkHeaderPagination()
+        page = paginator.paginate_queryset(selectors.thread_list(owner=request.user), request, view=self)
+        return paginator.get_paginated_response(ThreadSerializer(page, many=True).data)
 
     @extend_schema(
         request=ThreadInputSerializer,
-        responses={201: ThreadSerializer, **errors(400, 415)},
+        responses={201: ThreadSerializer, **errors(400, 415, 429)},
         summary="Start a thread",
     )
     def post(self, request: AuthenticatedRequest) -> Response:
@@ -51,11 +71,6 @@ class ThreadMessagePagination(LinkHeaderCursorPagination):
 
     def position_valid(self, position: Any) -> bool:
         return position is None or whole_number(str(position), digits=18) is not None
-
-
-_PAGE_PARAMETERS = [
-    OpenApiParameter("page_size", int, description="At most DELLM_MAX_PAGE_SIZE (default DELLM_PAGE_SIZE)."),
-]
 
 
 def _thread_page(request: AuthenticatedRequest, thread: Thread) -> tuple[ThreadMessagePagination, list[Message]]:

@@ -432,6 +432,7 @@ REST_FRAMEWORK = {
         "graph": env_str("DELLM_GRAPH_RATE", "30/min"),
         # A page of a thread: the chat page opens one per thread and one more per "Load earlier".
         "thread": env_str("DELLM_THREAD_RATE", "120/min"),
+        "thread_create": env_str("DELLM_THREAD_CREATE_RATE", "30/min"),
         "export": env_str("DELLM_EXPORT_RATE", "5/hour"),
         "search": env_str("DELLM_SEARCH_RATE", "120/min"),
         "import": env_str("DELLM_IMPORT_RATE", "20/hour"),

@@ -1,10 +1,15 @@
 """The chat flow over HTTP: post -> 202 -> turn done with its context; deletion requests typed in the chat."""
 
-import pytest
+import re
 
-from chat.models import Message, Turn
+import pytest
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from chat.models import Message, Thread, Turn
 from provenance.models import DeletionRequest
 from provenance.selectors import taint_violations
+from tests.factories import make_thread
 
 
 @pytest.fixture
@@ -145,3 +150,18 @@ def test_threads_create_rename_and_list_newest_first(api):
     renamed = api.patch(f"/api/threads/{first.json()['id']}/", {"title": "Work"}, format="json")
     assert renamed.json()["title"] == "Work"
     assert [t["title"] for t in api.get("/api/threads/").json()] == ["Work", "Travel"]
+
+
+def test_the_thread_list_comes_a_page_at_a_time_and_new_threads_are_rate_limited(api, owner, monkeypatch):
+    for n in range(5):
+        make_thread(owner, title=f"T{n}")
+    first = api.get("/api/threads/", {"page_size": 2})
+    assert [t["title"] for t in first.json()] == ["T4", "T3"]
+    assert first["X-Total-Count"] == "5"
+    following = re.search(r'<([^>]+)>; rel="next"', first["Link"]).group(1)
+    assert [t["title"] for t in api.get(following).json()] == ["T2", "T1"]
+
+    rates = dict(api_settings.DEFAULT_THROTTLE_RATES, thread_create="2/min")
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", rates)
+    assert [api.post("/api/threads/", {}, format="json").status_code for _ in range(3)] == [201, 201, 429]
+    assert Thread.objects.filter(owner=owner).count() == 7

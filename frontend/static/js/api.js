@@ -56,6 +56,17 @@ async function listPage(url) {
   return { items: data, next: next ? next[1] : null };
 }
 
+// Every page of such a list, in order (each request stays one page; the whole is the caller's own).
+async function allPages(url) {
+  const items = [];
+  for (let next = url; next; ) {
+    const page = await listPage(next);
+    items.push(...page.items);
+    next = page.next;
+  }
+  return items;
+}
+
 const get = (url) => request("GET", url);
 const post = (url, body) => request("POST", url, body);
 const query = (params) => {
@@ -68,7 +79,8 @@ const query = (params) => {
 };
 
 export const api = {
-  threads: () => get("/api/threads/"),
+  // Newest first; paginated like every list (Link header), read whole here.
+  threads: () => allPages("/api/threads/?page_size=200"),
   // A thread with its newest page of messages; `messages_next` is the URL of the page before.
   thread: (id) => get(`/api/threads/${id}/`),
   // The page of a thread's messages at `url` (from `messages_next` or the last page's `next`), newest first.
