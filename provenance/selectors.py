@@ -51,10 +51,15 @@ SELECT id FROM dep GROUP BY id
 
 
 def dep_ids(*, owner_id: int, roots: list[int], depth: int | None = None) -> set[int]:
-    """Dep(M): the roots plus every message reachable from them (within `depth` hops)."""
+    """Dep(M): the roots plus every message reachable from them (within `depth` hops).
+
+    An id past bigint's range is no message's: it matches nothing, as in the
+    ORM's lookups (`dellm_site.lookups`), instead of failing the array's cast.
+    """
+    roots = sorted({root for root in roots if BIGINT[0] <= root <= BIGINT[1]})
     if not roots:
         return set()
-    params: dict[str, Any] = {"roots": sorted(set(roots)), "owner": owner_id, "depth": depth}
+    params: dict[str, Any] = {"roots": roots, "owner": owner_id, "depth": depth}
     with connection.cursor() as cursor:
         cursor.execute(_DEP_SQL if depth is None else _DEP_DEPTH_SQL, params)
         return {row[0] for row in cursor.fetchall()}
@@ -356,8 +361,6 @@ def message_dependents(
     one on demand.
     """
     limit = settings.DELLM_MAX_EXPLANATION_PATHS if paths is None else min(paths, settings.DELLM_MAX_EXPLANATION_PATHS)
-    if not BIGINT[0] <= message_id <= BIGINT[1]:
-        raise NotFound(f"No message with id {message_id}.")
     # Dep(m) holds m exactly when m is the owner's: no separate existence query.
     members = dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth)
     if message_id not in members:
