@@ -6,8 +6,9 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models import IntegerField
+        from django.db.models import ForeignKey, IntegerField
 
-        from dellm_site.lookups import ArrayIn
+        from dellm_site.lookups import ArrayIn, RelatedArrayIn
 
         IntegerField.register_lookup(ArrayIn)
+        ForeignKey.register_lookup(RelatedArrayIn)

@@ -3,12 +3,14 @@
 Django writes `IN (%s, %s, ...)`, one parameter per value; a deletion's
 10,000 ids cost 66 ms that way (Django's and the parser's work per value)
 against 10 ms as one array, with the same rows and the same plan (PostgreSQL
-reads an IN list as `= ANY` of an array). Registered on IntegerField by
-`chat.apps`: ids and integer columns (a foreign key's `__in` is Django's
-`RelatedIn`, untouched). A subquery, an expression, a transform applied to
-both sides, or a value that is not an integer within bigint's range (an id
-of 2**63 matches nothing; cast into the array it would be an error) keeps
-Django's own lookup.
+reads an IN list as `= ANY` of an array); the graph's edges among a window
+of 10,000 messages, two such lists, 190-440 ms against 60 ms. Registered by
+`chat.apps` on IntegerField (ids and integer columns: `ArrayIn`) and on
+ForeignKey (a single-column key to an integer column, `source_id__in`:
+`RelatedArrayIn`, over Django's `RelatedIn`). A subquery, an expression, a
+transform applied to both sides, a key of several columns, or a value that
+is not an integer within bigint's range (an id of 2**63 matches nothing;
+cast into the array it would be an error) keeps Django's own lookup.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import lookups
+from django.db.models.expressions import ColPairs
+from django.db.models.fields.related_lookups import RelatedIn
 
 BIGINT = (-(2**63), 2**63 - 1)
 
 
-class ArrayIn(lookups.In):
+class _IntegerArray(lookups.In):
     def _integers(self) -> list[int] | None:
         if not self.rhs_is_direct_value() or self.bilateral_transforms:
             return None
@@ -36,3 +40,13 @@ class ArrayIn(lookups.In):
             return super().as_sql(compiler, connection)
         lhs, lhs_params = self.process_lhs(compiler, connection)
         return f"{lhs} = ANY(%s::bigint[])", (*lhs_params, values)
+
+
+class ArrayIn(_IntegerArray):
+    pass
+
+
+class RelatedArrayIn(_IntegerArray, RelatedIn):
+    def _integers(self) -> list[int] | None:
+        # A composite key compares tuples (Django's TupleIn).
+        return None if isinstance(self.lhs, ColPairs) else super()._integers()

@@ -1,7 +1,7 @@
 """`__in` of integers is one array parameter (dellm_site/lookups.py), with Django's results."""
 
-from chat.models import Message
-from tests.factories import make_message
+from chat.models import ContextEdge, Message
+from tests.factories import make_edge, make_message
 
 
 def test_an_integer_in_list_is_one_array_and_finds_what_in_finds(owner, thread):
@@ -31,3 +31,22 @@ def test_a_subquery_keeps_djangos_in(owner, thread):
     query = Message.objects.filter(owner_id=owner.pk, pk__in=inner)
     assert " IN (SELECT" in str(query.query)
     assert list(query.values_list("pk", flat=True)) == [a.pk]
+
+
+def test_a_foreign_key_in_list_is_one_array_and_finds_what_in_finds(owner, thread):
+    a, b, c = (make_message(thread, text) for text in ("a", "b", "c"))
+    make_edge(a, b)
+    make_edge(b, c)
+    mine = ContextEdge.objects.filter(owner_id=owner.pk)
+    sql, params = mine.filter(source_id__in=[a.pk, None], target__in=[b, c.pk]).query.sql_with_params()
+    assert sql.count("= ANY(%s::bigint[])") == 2 and " IN " not in sql
+    assert params == (owner.pk, [a.pk], sorted([b.pk, c.pk]))
+    assert list(mine.filter(source_id__in=[a.pk, b.pk], target_id__in=[c.pk]).values_list("source_id", flat=True)) == [
+        b.pk
+    ]
+    assert list(mine.filter(source__in=[a]).values_list("target_id", flat=True)) == [b.pk]
+    # Past bigint, or a subquery: Django's own IN.
+    assert list(mine.filter(source_id__in=[2**63, a.pk]).values_list("target_id", flat=True)) == [b.pk]
+    inner = Message.objects.filter(owner_id=owner.pk, content="b").values("pk")
+    assert " IN (SELECT" in str(mine.filter(source_id__in=inner).query)
+    assert list(mine.filter(source_id__in=inner).values_list("target_id", flat=True)) == [c.pk]
