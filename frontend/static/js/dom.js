@@ -28,18 +28,26 @@ export function replaceChildren(node, ...children) {
   return node;
 }
 
-const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-const timeOnly = new Intl.DateTimeFormat(undefined, { timeStyle: "short" });
+// Made on first use: a formatter loads the locale's data, about 100 ms on a
+// page's first one, which would otherwise delay every page that imports this.
+const formats = {};
+function format(style) {
+  formats[style] ??= new Intl.DateTimeFormat(
+    undefined,
+    style === "time" ? { timeStyle: "short" } : { dateStyle: "medium", timeStyle: "short" },
+  );
+  return formats[style];
+}
 
 export function formatWhen(iso) {
   if (!iso) return "";
   const date = new Date(iso);
   const today = new Date();
-  return date.toDateString() === today.toDateString() ? timeOnly.format(date) : dateTime.format(date);
+  return format(date.toDateString() === today.toDateString() ? "time" : "dateTime").format(date);
 }
 
 export function timeEl(iso) {
-  return el("time", { datetime: iso, title: iso ? dateTime.format(new Date(iso)) : undefined }, formatWhen(iso));
+  return el("time", { datetime: iso, title: iso ? format("dateTime").format(new Date(iso)) : undefined }, formatWhen(iso));
 }
 
 export function snippet(text, limit = 140) {
