@@ -42,9 +42,20 @@ class GoneCheckSerializer(serializers.Serializer):
 class ForgetCheckSerializer(serializers.Serializer):
     passed = serializers.BooleanField()
     probes = serializers.IntegerField(help_text="Embeddings of deleted messages searched with.")
+    of = serializers.IntegerField(
+        required=False, help_text="Deleted messages with an embedding; `probes` are the first of them."
+    )
     threshold = serializers.FloatField(help_text="Cosine similarity a neighbour needs (the context threshold).")
     new_neighbours = serializers.ListField(
         child=serializers.IntegerField(), help_text="Live messages near a deleted one that were not before."
+    )
+    lexical_floor = serializers.FloatField(
+        required=False, help_text="The lexical floor a match reaches (DELLM_LEXICAL_FLOOR), as in retrieval."
+    )
+    new_lexical_neighbours = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="Live messages matching a deleted one's words past the floor that did not before.",
     )
     not_run = serializers.CharField(
         required=False,
@@ -77,6 +88,14 @@ class RegenerationCheckSerializer(serializers.Serializer):
     )
 
 
+class IndexesCheckSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    recomputed = serializers.IntegerField(help_text="Indexes this deletion rebuilt from live turns.")
+    stale = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Live messages whose index is still built from a deleted one."
+    )
+
+
 class ReceiptChecksSerializer(serializers.Serializer):
     taint = TaintCheckSerializer()
     gone = GoneCheckSerializer()
@@ -85,6 +104,7 @@ class ReceiptChecksSerializer(serializers.Serializer):
     regeneration = RegenerationCheckSerializer(
         required=False, help_text="Once the rewrites of a regenerating deletion have run."
     )
+    indexes = IndexesCheckSerializer(required=False, help_text="Every deletion verified since indexes carry turns.")
 
 
 class AgentReadSerializer(serializers.Serializer):

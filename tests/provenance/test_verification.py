@@ -106,6 +106,11 @@ def test_receipt_is_shown_to_the_user(owner, chain):
     assert confirmed["receipt"]["passed"] is True
     assert confirmed["receipt"]["checks"]["purge"]["checked"] == 2
     assert api.get(f"/api/deletions/{preview['id']}/").json()["receipt"] == confirmed["receipt"]
+    # Every check the receipt holds is shown whole, the index check and the forget check's lexical side included.
+    stored = DeletionRequest.objects.get(pk=preview["id"]).receipt["checks"]
+    assert confirmed["receipt"]["checks"] == stored
+    assert confirmed["receipt"]["checks"]["indexes"] == {"passed": True, "recomputed": 1, "stale": []}
+    assert confirmed["receipt"]["checks"]["forget"]["new_lexical_neighbours"] == []
 
 
 def behind_the_back(monkeypatch, damage):
