@@ -250,9 +250,10 @@ def parse(document: Any, limits: Limits) -> ParseResult:
         # Message id -> key: an edge's keys are these very strings, not a copy per edge.
         known: dict[int, str] = {}
         prompts: set[str] = set()
-        # A reply's call ids, and each tool result's (where, call id): a result answers a call it has an edge from.
+        # A reply's call ids, each tool result's (where, call id), and each message's thread (for the results below).
         called: dict[str, set[str]] = {}
         results: dict[str, tuple[str, str]] = {}
+        thread_of: dict[str, int] = {}
         for index, message in enumerate(messages):
             where = f"messages[{index}]"
             if not isinstance(message, dict):
@@ -273,6 +274,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if message_id in known:
                 raise ConversationInvalid(f"{where}.id", "names a message listed before")
             known[message_id] = key
+            thread_of[key] = thread_id
             if message["role"] == "system":
                 prompts.add(key)
             if calls:
@@ -317,12 +319,23 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                     signal=_signal(edge.signal, f"{where}.signal"),
                 )
             )
+        # A result a /v1 client supplied with another model's call is a reply
+        # written elsewhere (docs/OPENAI.md, "Replays"): its edges are
+        # `transcript` ones, and it answers a call of its thread.
+        thread_calls: dict[int, set[str]] = {}
+        for key, ids in called.items():
+            thread_calls.setdefault(thread_of[key], set()).update(ids)
         answered = {
             edge.target
             for edge in edges_out
-            if edge.signal == ContextEdge.Signal.TOOL
-            and edge.target in results
-            and results[edge.target][1] in called.get(edge.source, ())
+            if edge.target in results
+            and (
+                (edge.signal == ContextEdge.Signal.TOOL and results[edge.target][1] in called.get(edge.source, ()))
+                or (
+                    edge.signal == ContextEdge.Signal.TRANSCRIPT
+                    and results[edge.target][1] in thread_calls.get(thread_of[edge.target], ())
+                )
+            )
         }
         for key, (where, _) in results.items():
             if key not in answered:

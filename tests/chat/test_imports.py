@@ -9,7 +9,7 @@ from chat import imports
 from chat.embeddings import embed_one
 from chat.importers import Limits, parse_file
 from chat.models import ContextEdge, Message, Thread
-from chat.writer import Source, Supplied, message_store, tool_results_store
+from chat.writer import Branch, Source, Supplied, message_store, tool_results_store, transcripts_store
 from dellm_site.errors import ValidationFailed
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
@@ -470,6 +470,43 @@ def test_tool_steps_survive_dellms_export_and_import_and_go_with_the_memory(owne
         ("purged", "", None, ""),
         ("purged", "", None, ""),
     ]
+
+
+def test_tool_steps_a_v1_client_supplied_survive_dellms_export_and_import(owner, other_owner, api, other_api):
+    # Another model's call and its result, handed in a /v1 transcript: replies written elsewhere, linked by
+    # `transcript` edges (docs/OPENAI.md, "Replays"), not by `tool` edges; the import takes them as they are.
+    thread = make_thread(owner, "Via the OpenAI-compatible API")
+    question = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content="Weather in Grenoble?")
+    transcripts_store(
+        owner_id=owner.pk,
+        branches=[
+            Branch(
+                thread_id=thread.pk,
+                items=[
+                    question.pk,
+                    Supplied(role="assistant", content="", tool_calls=WEATHER),
+                    Supplied(role="tool", content="Sunny, 21 C", tool_call_id="call_w1"),
+                    Supplied(role="assistant", content="It is sunny."),
+                    Supplied(role="user", content="Thanks"),
+                ],
+            )
+        ],
+    )
+    assert {signal for _, _, _, _, signal in export_shape(api)[1]} == {"transcript"}
+
+    progress = run_import(other_owner, json.dumps(export_of(api)).encode())
+
+    assert (progress.messages_imported, progress.errors) == (5, [])
+    assert export_shape(other_api) == export_shape(api)
+
+
+def test_a_supplied_tool_result_still_names_a_call_of_its_thread(owner):
+    document = dellm_tool_file({}, {"tool_call_id": "call_elsewhere"})
+    document["edges"][1]["signal"] = "transcript"
+    progress = run_import(owner, document)
+    assert [error["field"] for error in progress.errors] == ["messages[2].tool_call_id"]
+    document["messages"][2]["tool_call_id"] = "call_w1"
+    assert run_import(owner, document).errors == []
 
 
 def dellm_tool_file(call: dict, result: dict) -> dict:
