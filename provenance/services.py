@@ -9,6 +9,7 @@ Audit rows carry ids, counts and kinds, never message text or query text.
 import dataclasses
 import logging
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -632,10 +633,30 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
             raise Conflict(f"This deletion is {deletion.status}; only a preview or a scheduled one can be cancelled.")
         if deletion.status == Status.SCHEDULED:
             messages_expiring_clear(owner_id=owner_id, deletion_id=deletion.pk)
+            _expiring_again(owner_id=owner_id, ids=deletion.matched_ids, cancelled=deletion.pk)
         deletion.status = Status.CANCELLED
         deletion.outcome = "cancelled"
         deletion.save(update_fields=["status", "outcome"])
     return deletion
+
+
+def _expiring_again(*, owner_id: int, ids: Iterable[int], cancelled: int | None = None) -> None:
+    """Mark expiring again the live ones of `ids` that a scheduled expiry (not `cancelled`) matched.
+
+    A message back from an undo, or freed by a cancelled expiry, still goes
+    when another scheduled expiry fires: it shows that expiry's time (the
+    first one's, `messages_expiring_mark`). Inside the caller's transaction.
+    """
+    wanted = set(ids)
+    if not wanted:
+        return
+    scheduled = DeletionRequest.objects.filter(
+        owner_id=owner_id, mode=Mode.EXPIRE, status=Status.SCHEDULED, matched_ids__overlap=sorted(wanted)
+    ).exclude(pk=cancelled)
+    for expiry in scheduled.only("pk", "matched_ids", "expire_at"):
+        messages_expiring_mark(
+            owner_id=owner_id, ids=wanted & set(expiry.matched_ids), deletion_id=expiry.pk, expires_at=expiry.expire_at
+        )
 
 
 def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
@@ -676,6 +697,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
                 "These messages were generated from messages removed by another deletion "
                 f"(ids {exc.ids[:10]}); undo that one first."
             ) from None
+        _expiring_again(owner_id=owner_id, ids=removed)
         now = timezone.now()
         deletion.status = Status.UNDONE
         deletion.undone_at = now

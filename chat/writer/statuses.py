@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Case, JSONField, Value, When
+from django.db.models import Case, JSONField, Q, Value, When
 from django.utils import timezone
 
 from chat.index_context import index_dependents, index_followers
@@ -120,11 +120,16 @@ def messages_restore(*, owner_id: int, ids: Iterable[int], deletion_id: int) -> 
 
 
 def messages_expiring_mark(*, owner_id: int, ids: Iterable[int], deletion_id: int, expires_at: datetime) -> int:
-    """Mark the live ones of `ids` expiring (still live) for deletion `deletion_id`. Takes the owner's lock."""
+    """Mark the live ones of `ids` expiring (still live) for deletion `deletion_id`; how many. Takes the owner's lock.
+
+    One an earlier expiry marked keeps that mark: a message shows the first expiry that will take it.
+    """
     with transaction.atomic():
         owner_lock(owner_id)
-        return Message.objects.filter(owner_id=owner_id, pk__in=list(ids), status__in=Message.LIVE).update(
-            status=Message.Status.EXPIRING, expires_at=expires_at, deleted_by_id=deletion_id
+        return (
+            Message.objects.filter(owner_id=owner_id, pk__in=list(ids))
+            .filter(Q(status=Message.Status.ACTIVE) | Q(status=Message.Status.EXPIRING, expires_at__gt=expires_at))
+            .update(status=Message.Status.EXPIRING, expires_at=expires_at, deleted_by_id=deletion_id)
         )
 
 

@@ -176,6 +176,33 @@ def test_cancel_scheduled_expiry_restores_status(owner, graph):
     assert (message.status, message.expires_at, message.deleted_by_id) == ("active", None, None)
 
 
+def marks(message) -> tuple:
+    message.refresh_from_db()
+    return message.status, message.expires_at, message.deleted_by_id
+
+
+def test_a_message_two_expiries_matched_shows_the_first_until_both_are_gone(owner, graph):
+    soon, later = timezone.now() + timedelta(hours=1), timezone.now() + timedelta(days=1)
+    first = confirm(owner, preview(owner, ids=[graph[1].pk], mode="expire", expire_at=soon))
+    second = confirm(owner, preview(owner, ids=[graph[1].pk], mode="expire", expire_at=later))
+    # Scheduling the later one does not hide the sooner.
+    assert marks(graph[1]) == ("expiring", soon, first.pk)
+    services.deletion_cancel(deletion_id=first.pk, owner_id=owner.pk)
+    assert marks(graph[1]) == ("expiring", later, second.pk)
+    services.deletion_cancel(deletion_id=second.pk, owner_id=owner.pk)
+    assert marks(graph[1]) == ("active", None, None)
+
+
+def test_undoing_a_soft_deletion_of_an_expiring_message_keeps_it_expiring(owner, graph):
+    when = timezone.now() + timedelta(hours=1)
+    expiry = confirm(owner, preview(owner, ids=[graph[1].pk], mode="expire", expire_at=when))
+    soft = confirm(owner, preview(owner, ids=[graph[1].pk]))
+    assert marks(graph[1])[0] == "deleted"
+    services.deletion_undo(deletion_id=soft.pk, owner_id=owner.pk)
+    assert marks(graph[1]) == ("expiring", when, expiry.pk)
+    assert [i for i in range(2, 7) if marks(graph[i])[0] != "active"] == []
+
+
 def test_undo_is_refused_when_a_later_purge_took_some_messages(owner, graph):
     soft = confirm(owner, preview(owner, ids=[graph[2].pk]))
     confirm(owner, preview(owner, ids=[graph[3].pk], mode="purge"))
