@@ -1,5 +1,6 @@
 """Reads over the provenance graph G: Dep(M), explanation paths, taint checks."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -401,6 +402,19 @@ def dependent_path(*, owner: User, message_id: int, dependent_id: int, depth: in
 
 
 LABEL_CHARS = 40
+
+
+def removable_count(*, owner_id: int, ids: Iterable[int], mode: str) -> int:
+    """How many of the owner's messages `ids` a deletion of `mode` would change now.
+
+    Soft: the live ones. Purge or expire: every one not purged yet (a purge
+    destroys the text of a soft-deleted one too). Dep(m) holds messages
+    other deletions removed already; a preview counts only what it would change.
+    """
+    rows = Message.objects.filter(owner_id=owner_id, pk__in=list(ids))
+    if mode == "soft":
+        return rows.filter(status__in=LIVE_STATUSES).count()
+    return rows.exclude(status=Message.Status.PURGED).count()
 
 
 def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: bool = False) -> QuerySet[Message]:

@@ -17,6 +17,7 @@ from provenance.selectors import (
     GraphWindow,
     agent_reads_attach,
     imported_dependents_attach,
+    removable_count,
     tool_steps_attach,
 )
 
@@ -212,6 +213,11 @@ class DeletionSerializer(serializers.ModelSerializer):
     dependents = IdListField(source="dependent_ids")
     deleted = IdListField(source="deleted_ids", help_text="Filled in when confirmed.")
     total = serializers.IntegerField(help_text="Matched plus dependents.")
+    removes = serializers.SerializerMethodField(
+        help_text="A preview only (null otherwise): how many of `total` confirming would change now. Dep holds "
+        "messages other deletions removed already: `soft` counts the live ones, `purge` and `expire` every one "
+        "not purged yet."
+    )
     explanations = PathsField(
         help_text="For the nearest DELLM_MAX_EXPLANATION_PATHS dependents, a path [matched id, ..., dependent id]."
     )
@@ -275,6 +281,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "dependents",
             "deleted",
             "total",
+            "removes",
             "explanations",
             "outcome",
             "created_at",
@@ -303,6 +310,13 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "tool_steps"):
             tool_steps_attach([deletion])
         return deletion.tool_steps
+
+    def get_removes(self, deletion: DeletionRequest) -> int | None:
+        if deletion.status != DeletionRequest.Status.PREVIEWED:
+            return None
+        return removable_count(
+            owner_id=deletion.owner_id, ids=[*deletion.matched_ids, *deletion.dependent_ids], mode=deletion.mode
+        )
 
     def get_verifying(self, deletion: DeletionRequest) -> bool:
         return deletion.status == DeletionRequest.Status.EXECUTED and deletion.receipt is None
@@ -414,6 +428,9 @@ class DependentsSerializer(serializers.Serializer):
     )
     ids = serializers.ListField(child=serializers.IntegerField(), help_text="All of Dep(m) minus m, ascending.")
     count = serializers.IntegerField(help_text="All of Dep(m) minus m.")
+    live = serializers.IntegerField(
+        help_text="The live ones of `count`: what a soft deletion of m removes with it (the rest are removed already)."
+    )
     truncated = serializers.BooleanField(help_text="True when `dependents` lists fewer than `count`.")
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
@@ -428,6 +445,7 @@ class DependentsSerializer(serializers.Serializer):
             ],
             "ids": list(instance["ids"]),
             "count": instance["count"],
+            "live": instance["live"],
             "truncated": instance["truncated"],
         }
 

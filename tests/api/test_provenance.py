@@ -108,10 +108,29 @@ def test_dependents_with_paths_and_depth(api, thread):
         ],
         "ids": [b.pk, c.pk],
         "count": 2,
+        "live": 2,
         "truncated": False,
     }
     assert api.get(f"/api/messages/{a.pk}/dependents/?depth=1").json()["count"] == 1
     assert api.get(f"/api/messages/{a.pk}/dependents/?depth=0").json()["count"] == 0
+
+
+def test_a_preview_counts_what_it_would_change_when_part_of_dep_is_removed_already(api, thread):
+    a, _, c, _ = chain(thread)
+
+    def preview(mode):
+        return api.post("/api/deletions/", {"select": {"ids": [a.pk]}, "mode": mode}, format="json").json()
+
+    soft = api.post("/api/deletions/", {"select": {"ids": [c.pk]}, "mode": "soft"}, format="json").json()
+    api.post(f"/api/deletions/{soft['id']}/confirm/")
+    dependents = api.get(f"/api/messages/{a.pk}/dependents/").json()
+    assert (dependents["count"], dependents["live"]) == (2, 1)
+    # Soft leaves the deleted one as it is; a purge destroys its text too.
+    assert [(p["total"], p["removes"]) for p in (preview("soft"), preview("purge"))] == [(3, 2), (3, 3)]
+    purge = preview("purge")
+    confirmed = api.post(f"/api/deletions/{purge['id']}/confirm/").json()
+    assert (len(confirmed["deleted"]), confirmed["removes"]) == (3, None)
+    assert preview("purge")["removes"] == 0
 
 
 def test_graph_is_cytoscape_elements(api, thread):

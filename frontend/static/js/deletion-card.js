@@ -102,7 +102,10 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     const rewritable = new Set([...(deletion.regenerate || []), ...proposals.flatMap((p) => p.regenerate)]);
     const rewrite = regenerateChoice({ name: `dregen-${deletion.id}`, count: rewritable.size, checked: proposals.length > 0 || deletion.derived === "regenerate" });
     const redactions = redactionEditor({ proposals, originals: found });
-    const confirmButton = el("button", { type: "submit", class: "btn btn-danger" }, `Delete ${plural(deletion.total, "message")}`);
+    // Dep holds messages other deletions removed already: the preview counts what confirming changes now.
+    const removes = deletion.removes ?? deletion.total;
+    const already = deletion.total - removes;
+    const confirmButton = el("button", { type: "submit", class: "btn btn-danger" }, `Delete ${plural(removes, "message")}`);
     const error = el("p", { class: "error-text", role: "alert" });
     const form = el(
       "form",
@@ -131,9 +134,10 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
       el(
         "p",
         { class: "dcard-summary" },
-        el("strong", {}, `${plural(deletion.total, "message")} will be deleted`),
+        el("strong", {}, `${plural(removes, "message")} will be deleted`),
         `: ${plural(deletion.matched.length, "message")} matching your request`,
         deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
+        already ? ` ${plural(already, "of them is", "of them are")} deleted already.` : "",
       ),
       importedCascadeNote(deletion.imported_dependents?.length || 0),
       toolStepsNote(toolKinds.size),

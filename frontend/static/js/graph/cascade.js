@@ -35,6 +35,9 @@ export function clearPreview(x) {
   x.cy?.elements().removeClass("faded dep dep-root");
 }
 
+// A dependent another deletion removed already: this one changes nothing of it (a purge destroys a soft-deleted one's text).
+const REMOVED = { deleted: "(deleted already)", purged: "(purged already)" };
+
 function dependentList(x, dependents, seqOf) {
   if (!dependents.length) return el("p", { class: "muted small" }, "Nothing was built from it: only this message goes.");
   return el(
@@ -50,7 +53,7 @@ function dependentList(x, dependents, seqOf) {
           el("span", { class: "seq" }, `#${item.seq}`),
           roleTag(item.role),
           toolStepBadge(toolStepOf(x.node(item.id))),
-          el("span", { class: "neighbour-text" }, captionText(x.node(item.id))),
+          el("span", { class: "neighbour-text" }, REMOVED[item.status] || captionText(x.node(item.id))),
         ),
         el("span", { class: "why" }, "via ", pathLabel(item.path, seqOf)),
       ),
@@ -70,7 +73,10 @@ export async function previewDelete(x, message) {
   x.preview = answer;
   // All of Dep(m) (`ids`), not only the nearest listed with their paths.
   highlight(x, message.id, answer.ids);
-  const total = answer.count + 1;
+  // Dep(m) holds messages other deletions removed already: count what this one removes.
+  const live = answer.live ?? answer.count;
+  const total = live + 1;
+  const already = answer.count - live;
   const seqOf = (id) => x.node(id)?.data("seq") ?? (id === message.id ? message.seq : answer.dependents.find((item) => item.id === id)?.seq);
   const picker = modePicker({ name: `${x.uid}-mode-${message.id}`, initial: "soft" });
   const replies = answer.dependents.filter((item) => item.role === "assistant").length;
@@ -102,14 +108,16 @@ export async function previewDelete(x, message) {
       error.textContent = problem.message;
       return;
     }
+    // The mode's own count: a purge also destroys what is only soft-deleted.
+    const removes = preview.removes ?? total;
     const ok = await confirmDialog({
-      title: `Delete ${plural(total, "message")}?`,
+      title: `Delete ${plural(removes, "message")}?`,
       body: [
-        el("p", {}, `#${message.seq}`, answer.count ? ` and ${plural(answer.count, "message")} derived from it` : "", ` will be removed by ${picker.describe()}.`),
+        el("p", {}, `#${message.seq}`, removes > 1 ? ` and ${plural(removes - 1, "message")} derived from it` : "", ` will be removed by ${picker.describe()}.`),
         derived === "regenerate" ? el("p", { class: "rewrite-cost" }, rewriteCost(preview.regenerate.length)) : null,
         choice.mode === "purge" ? el("p", { class: "error-text" }, "Purged text cannot be recovered.") : null,
       ],
-      confirmLabel: `Delete ${plural(total, "message")}`,
+      confirmLabel: `Delete ${plural(removes, "message")}`,
       danger: true,
     });
     if (!ok) {
@@ -124,7 +132,13 @@ export async function previewDelete(x, message) {
   });
   replaceChildren(
     x.previewBox,
-    el("p", { class: "preview-summary" }, el("strong", { dataset: { count: total } }, `Deleting #${message.seq} removes ${plural(total, "message")}`), answer.count ? ": it and everything built from it." : "."),
+    el(
+      "p",
+      { class: "preview-summary" },
+      el("strong", { dataset: { count: total } }, `Deleting #${message.seq} removes ${plural(total, "message")}`),
+      live ? ": it and everything built from it." : ".",
+      already ? ` ${plural(already, "message")} built from it ${already === 1 ? "is" : "are"} deleted already.` : "",
+    ),
     importedCascadeNote(answer.dependents.filter((item) => item.role === "assistant" && x.node(item.id)?.data("imported") === "yes").length),
     toolStepsNote([message.id, ...answer.dependents.map((item) => item.id)].filter((id) => toolStepOf(x.node(id))).length),
     dependentList(x, answer.dependents, seqOf),

@@ -31,5 +31,6 @@ function edgeWidth(score) {
 
 // A node's caption without its "#12 " prefix, for lists that show the seq apart.
 export function captionText(node) {
-  return node?.data("caption").replace(/^#\d+ /, "") || "";
+  // A node the graph does not show (a removed one, "Show deleted" off) is an empty collection.
+  return node?.length ? node.data("caption").replace(/^#\d+ /, "") : "";
 }

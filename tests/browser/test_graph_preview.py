@@ -1,0 +1,41 @@
+"""The graph's deletion preview when part of Dep(m) is removed already, in Chromium."""
+
+import pytest
+from playwright.sync_api import expect
+
+from provenance import services
+from tests.browser.pages import click_node, sign_in, wait_graph_ready
+from tests.factories import make_edge, make_message, make_thread, make_user
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_preview_counts_only_what_it_removes_and_names_what_is_gone_already(open_page, transactional_db):
+    user = make_user("gale")
+    thread = make_thread(user, "Pets")
+    fact = make_message(thread, "My cat is called Pixel.")
+    kept, gone = (make_message(thread, text, role="assistant") for text in ("Noted: Pixel.", "Pixel is a nice name."))
+    make_edge(fact, kept)
+    make_edge(fact, gone)
+    earlier = services.deletion_preview(owner=user, actor=user, mode="soft", ids=[gone.pk])
+    services.deletion_confirm(deletion_id=earlier.pk, owner_id=user.pk, confirmed_by=user)
+
+    page = open_page()
+    sign_in(page, "gale")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    # The removed reply is not drawn ("Show deleted" is off), yet it is in Dep(m).
+    click_node(page, fact.pk)
+    panel = page.locator(".explorer-panel")
+    panel.get_by_role("button", name="Preview delete").click()
+    summary = panel.locator(".preview-summary")
+    expect(summary).to_contain_text(f"Deleting #{fact.seq} removes 2 messages")
+    expect(summary).to_contain_text("1 message built from it is deleted already.")
+    expect(panel.locator(f".dep-list [data-id='{gone.pk}']")).to_contain_text("(deleted already)")
+    expect(panel.locator(f".dep-list [data-id='{kept.pk}']")).to_contain_text("Noted: Pixel.")
+    # A purge also destroys the soft-deleted reply's text: its confirmation counts it.
+    panel.get_by_label("Purge").check()
+    panel.get_by_role("button", name="Delete 2 messages…").click()
+    dialog = page.get_by_role("dialog", name="Delete 3 messages?")
+    dialog.get_by_role("button", name="Delete 3 messages").click()
+    expect(page.locator(".toast-success")).to_contain_text("3 messages deleted")
