@@ -652,10 +652,14 @@ def _expiring_again(*, owner_id: int, ids: Iterable[int], cancelled: int | None 
         return
     scheduled = DeletionRequest.objects.filter(
         owner_id=owner_id, mode=Mode.EXPIRE, status=Status.SCHEDULED, matched_ids__overlap=sorted(wanted)
-    ).exclude(pk=cancelled)
+    )
+    if cancelled is not None:
+        scheduled = scheduled.exclude(pk=cancelled)
     for expiry in scheduled.only("pk", "matched_ids", "expire_at"):
+        when = expiry.expire_at
+        assert when is not None  # the preview requires it for mode expire
         messages_expiring_mark(
-            owner_id=owner_id, ids=wanted & set(expiry.matched_ids), deletion_id=expiry.pk, expires_at=expiry.expire_at
+            owner_id=owner_id, ids=wanted & set(expiry.matched_ids), deletion_id=expiry.pk, expires_at=when
         )
 
 
