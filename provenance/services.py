@@ -640,6 +640,13 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     return deletion
 
 
+def undo_check(deletion: DeletionRequest) -> None:
+    """Refuse (Conflict) a deletion no undo can restore: only an executed soft deletion can be undone."""
+    # A soft deletion whose receipt failed still removed its messages; the owner may restore them.
+    if deletion.mode != Mode.SOFT or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
+        raise Conflict("Only an executed soft deletion can be undone.")
+
+
 def _expiring_again(*, owner_id: int, ids: Iterable[int], cancelled: int | None = None) -> None:
     """Mark expiring again the live ones of `ids` that a scheduled expiry (not `cancelled`) matched.
 
@@ -673,9 +680,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         deletion = _locked_deletion(deletion_id=deletion_id, owner_id=owner_id)
         if deletion.status == Status.UNDONE:
             return deletion
-        # A soft deletion whose receipt failed still removed its messages; the owner may restore them.
-        if deletion.mode != Mode.SOFT or deletion.status not in (Status.EXECUTED, Status.VERIFICATION_FAILED):
-            raise Conflict("Only an executed soft deletion can be undone.")
+        undo_check(deletion)
         removed = set(deletion.deleted_ids)
         still = set(
             Message.objects.filter(

@@ -19,6 +19,7 @@ from dellm_site.api import CostThrottle, LinkHeaderPagination, errors, validated
 from dellm_site.errors import ValidationFailed
 from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
+from provenance.models import DeletionRequest
 from provenance.regeneration import undo_plan
 from provenance.requests import resolve_deletion_request
 from provenance.serializers import (
@@ -136,16 +137,19 @@ class DeletionUndoView(APIView):
     # The undo preview walks the rewrites' Dep like a dependents query.
     throttle_scopes = {"GET": "dependents", "POST": "deletion_action"}
 
-    @extend_schema(responses={200: UndoPreviewSerializer, **errors(404, 429)}, summary="What an undo would do")
+    @extend_schema(responses={200: UndoPreviewSerializer, **errors(404, 409, 429)}, summary="What an undo would do")
     def get(self, request: AuthenticatedRequest, deletion_id: int) -> Response:
         deletion = selectors.deletion_get(owner=request.user, deletion_id=deletion_id)
-        plan = undo_plan(deletion=deletion)
-        body = {
-            "deletion": deletion.pk,
-            "restores": plan.restores,
-            "removes": plan.removes,
-            "explanations": {str(node): path for node, path in plan.explanations.items()},
-        }
+        body: dict[str, Any] = {"deletion": deletion.pk, "restores": [], "removes": [], "explanations": {}}
+        # Undone already: an undo now does nothing (POST answers the deletion as it is).
+        if deletion.status != DeletionRequest.Status.UNDONE:
+            services.undo_check(deletion)
+            plan = undo_plan(deletion=deletion)
+            body |= {
+                "restores": plan.restores,
+                "removes": plan.removes,
+                "explanations": {str(node): path for node, path in plan.explanations.items()},
+            }
         return Response(UndoPreviewSerializer(body).data)
 
     @extend_schema(

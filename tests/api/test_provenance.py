@@ -41,8 +41,12 @@ def test_deletion_preview_confirm_and_undo(api, thread):
     assert [m["id"] for m in api.get("/api/messages/").json()["results"]] == [d.pk]
     assert [m["id"] for m in api.get("/api/messages/?status=deleted").json()["results"]] == [a.pk, b.pk, c.pk]
 
+    assert api.get(f"/api/deletions/{body['id']}/undo/").json()["restores"] == [a.pk, b.pk, c.pk]
     undone = api.post(f"/api/deletions/{body['id']}/undo/").json()
     assert undone["status"] == "undone"
+    # Undone: an undo now would do nothing.
+    plan = api.get(f"/api/deletions/{body['id']}/undo/").json()
+    assert (plan["restores"], plan["removes"]) == ([], [])
     assert [m["id"] for m in api.get("/api/messages/").json()["results"]] == [a.pk, b.pk, c.pk, d.pk]
     history = api.get("/api/deletions/").json()
     assert [h["id"] for h in history] == [body["id"]]
@@ -56,6 +60,8 @@ def test_deletion_cancel_and_conflicts(api, thread):
     assert api.post(f"/api/deletions/{preview['id']}/cancel/").json()["status"] == "cancelled"
     assert api.post(f"/api/deletions/{preview['id']}/confirm/").status_code == 409
     assert api.post(f"/api/deletions/{preview['id']}/undo/").status_code == 409
+    # What an undo would do is refused alike.
+    assert api.get(f"/api/deletions/{preview['id']}/undo/").json()["error"]["code"] == "conflict"
     assert Message.objects.filter(status="active").count() == 4
 
 
