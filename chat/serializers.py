@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from chat.models import ContextEdge, ImportJob, Message, Thread, Turn
 from chat.selectors import MESSAGE_STATUS_FILTERS
+from dellm_site.json_fields import StrictBooleanField, StrictCharField
 
 
 def _shown(message: Message, edges: list[ContextEdge]) -> list[ContextEdge]:
@@ -161,15 +162,15 @@ class ThreadDetailSerializer(ThreadSerializer):
 
 
 class ThreadInputSerializer(serializers.Serializer):
-    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, help_text="At most 200.")
+    title = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, help_text="At most 200.")
 
 
 class ThreadRenameSerializer(serializers.Serializer):
-    title = serializers.CharField(allow_blank=True, trim_whitespace=False, help_text="At most 200 characters.")
+    title = StrictCharField(allow_blank=True, trim_whitespace=False, help_text="At most 200 characters.")
 
 
 class ChatInputSerializer(serializers.Serializer):
-    content = serializers.CharField(
+    content = StrictCharField(
         allow_blank=True,
         trim_whitespace=False,
         help_text="The user's message. A deletion request (“forget that …”) becomes a deletion preview instead.",
@@ -259,6 +260,6 @@ class ImportInputSerializer(serializers.Serializer):
 
 
 class AgentAccessSerializer(serializers.Serializer):
-    may_confirm_deletions = serializers.BooleanField(
+    may_confirm_deletions = StrictBooleanField(
         help_text="An MCP client may confirm the deletions it previews (`forget` with confirm). Off by default."
     )

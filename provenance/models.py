@@ -88,6 +88,8 @@ class DeletionRequest(OwnerPartitioned):
     # Set by `provenance.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.
     imported_dependents: list[int]
+    # Set by `provenance.selectors.removes_attach`: for a preview, how many of its messages confirming changes now.
+    removes: int | None
     # Set by `provenance.selectors.tool_steps_attach`: [{"id", "kind"}] of the tool steps it removes.
     tool_steps: list[dict[str, object]]
     # Set by `provenance.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.

@@ -404,17 +404,32 @@ def dependent_path(*, owner: User, message_id: int, dependent_id: int, depth: in
 LABEL_CHARS = 40
 
 
-def removable_count(*, owner_id: int, ids: Iterable[int], mode: str) -> int:
-    """How many of the owner's messages `ids` a deletion of `mode` would change now.
+def removes_attach(deletions: list[DeletionRequest]) -> None:
+    """Set `removes` on each deletion, in one query: for a preview, how many of its messages confirming changes now.
 
     Soft: the live ones. Purge or expire: every one not purged yet (a purge
-    destroys the text of a soft-deleted one too). Dep(m) holds messages
-    other deletions removed already; a preview counts only what it would change.
+    destroys the text of a soft-deleted one too). Dep(m) holds messages other
+    deletions removed already; a preview counts only what it would change.
+    None for a deletion that is not a preview.
     """
-    rows = Message.objects.filter(owner_id=owner_id, pk__in=list(ids))
-    if mode == "soft":
-        return rows.filter(status__in=LIVE_STATUSES).count()
-    return rows.exclude(status=Message.Status.PURGED).count()
+    previews = [d for d in deletions if d.status == DeletionRequest.Status.PREVIEWED]
+    wanted = {pk for d in previews for pk in (*d.matched_ids, *d.dependent_ids)}
+    status: dict[int, str] = {}
+    if wanted:
+        rows = Message.objects.filter(owner_id__in={d.owner_id for d in previews}, pk__in=wanted)
+        status = dict(rows.values_list("pk", "status"))
+    for deletion in deletions:
+        deletion.removes = None
+        if deletion.status == DeletionRequest.Status.PREVIEWED:
+            soft = deletion.mode == DeletionRequest.Mode.SOFT
+            changed = Message.LIVE if soft else (*Message.LIVE, Message.Status.DELETED)
+            members = {*deletion.matched_ids, *deletion.dependent_ids}
+            deletion.removes = sum(1 for pk in members if status.get(pk) in changed)
+
+
+def live_count(*, owner_id: int, ids: Iterable[int]) -> int:
+    """How many of the owner's messages `ids` are live."""
+    return Message.objects.filter(owner_id=owner_id, pk__in=list(ids), status__in=LIVE_STATUSES).count()
 
 
 def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: bool = False) -> QuerySet[Message]:

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from chat.models import LIVE_STATUSES, Message
 from chat.serializers import MessageSerializer, ThreadSerializer
+from dellm_site.json_fields import AwareDateTimeField, StrictCharField
 from provenance.models import DeletionRequest
 from provenance.regeneration import regeneration_progress
 from provenance.selectors import (
@@ -17,7 +18,7 @@ from provenance.selectors import (
     GraphWindow,
     agent_reads_attach,
     imported_dependents_attach,
-    removable_count,
+    removes_attach,
     tool_steps_attach,
 )
 
@@ -135,11 +136,12 @@ class ReceiptSerializer(serializers.Serializer):
 
 
 class DeletionListSerializer(serializers.ListSerializer[Any]):
-    """Reads every listed deletion's imported dependents in one query."""
+    """Reads every listed deletion's imported dependents, what previews remove, tool steps and reads in a query each."""
 
     def to_representation(self, data: Any) -> list[Any]:
         deletions = list(data.all() if isinstance(data, Manager) else data)
         imported_dependents_attach(deletions)
+        removes_attach(deletions)
         tool_steps_attach(deletions)
         agent_reads_attach(deletions)
         return super().to_representation(deletions)
@@ -312,11 +314,9 @@ class DeletionSerializer(serializers.ModelSerializer):
         return deletion.tool_steps
 
     def get_removes(self, deletion: DeletionRequest) -> int | None:
-        if deletion.status != DeletionRequest.Status.PREVIEWED:
-            return None
-        return removable_count(
-            owner_id=deletion.owner_id, ids=[*deletion.matched_ids, *deletion.dependent_ids], mode=deletion.mode
-        )
+        if not hasattr(deletion, "removes"):
+            removes_attach([deletion])
+        return deletion.removes
 
     def get_verifying(self, deletion: DeletionRequest) -> bool:
         return deletion.status == DeletionRequest.Status.EXECUTED and deletion.receipt is None
@@ -358,7 +358,7 @@ class DeletionConfirmSerializer(serializers.Serializer):
         choices=DeletionRequest.Derived.choices, required=False, help_text="Overrides the preview's choice."
     )
     redactions = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        child=StrictCharField(allow_blank=True, trim_whitespace=False),
         required=False,
         help_text="{matched user message id: the approved redacted text}; each replaces its message.",
     )
@@ -384,12 +384,12 @@ class SelectSerializer(serializers.Serializer):
     """Exactly one of ids, exact, semantic or request."""
 
     ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Message ids.")
-    exact = serializers.CharField(required=False, trim_whitespace=False, help_text="A phrase, case-insensitive.")
-    semantic = serializers.CharField(required=False, trim_whitespace=False, help_text="Text matched by meaning.")
+    exact = StrictCharField(required=False, trim_whitespace=False, help_text="A phrase, case-insensitive.")
+    semantic = StrictCharField(required=False, trim_whitespace=False, help_text="Text matched by meaning.")
     threshold = serializers.FloatField(
         required=False, allow_null=True, help_text="Cosine similarity from -1 to 1, with `semantic` only."
     )
-    request = serializers.CharField(
+    request = StrictCharField(
         required=False, trim_whitespace=False, help_text="Natural language: “forget that I live in Paris”."
     )
 
@@ -397,7 +397,9 @@ class SelectSerializer(serializers.Serializer):
 class DeletionInputSerializer(serializers.Serializer):
     select = SelectSerializer()
     mode = serializers.ChoiceField(choices=DeletionRequest.Mode.choices)
-    expire_at = serializers.DateTimeField(required=False, allow_null=True, help_text="ISO-8601; `expire` only.")
+    expire_at = AwareDateTimeField(
+        required=False, allow_null=True, help_text="ISO-8601 with its time zone; `expire` only."
+    )
     depth = serializers.IntegerField(
         required=False,
         allow_null=True,

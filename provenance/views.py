@@ -195,7 +195,7 @@ class DependentsView(APIView):
             "dependents": found.items,
             "ids": found.ids,
             "count": found.count,
-            "live": selectors.removable_count(owner_id=request.user.pk, ids=found.ids, mode="soft"),
+            "live": selectors.live_count(owner_id=request.user.pk, ids=found.ids),
             "truncated": found.truncated,
         }
         return Response(DependentsSerializer(body).data)

@@ -130,6 +130,7 @@ def test_dependents_list_every_id_and_give_any_path_on_demand(api, other_api, th
         "dependents": [],
         "ids": ids[1:],
         "count": 5,
+        "live": 5,
         "truncated": True,
     }
     assert len(api.get(f"/api/messages/{ids[0]}/dependents/?paths=1000").json()["dependents"]) == 2

@@ -122,3 +122,31 @@ def test_v1_with_the_database_busy_is_a_503_to_retry(owner, monkeypatch):
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
     assert response.json()["error"]["code"] == "service_unavailable"
+
+
+def test_json_of_another_type_is_refused_not_converted(api, owner, thread):
+    """DRF turns 12345 into "12345" and "yes" into true; these doors take JSON as sent (dellm_site/json_fields.py)."""
+    fact = make_message(thread, "I drive a red Tesla")
+    preview = api.post("/api/deletions/", {"select": {"exact": "red Tesla"}, "mode": "purge"}, format="json").json()
+    refused = [
+        api.post(f"/api/deletions/{preview['id']}/confirm/", {"redactions": {str(fact.pk): 12345}}, format="json"),
+        api.post("/api/deletions/", {"select": {"exact": 123}, "mode": "soft"}, format="json"),
+        api.post("/api/deletions/", {"select": {"semantic": 1.5}, "mode": "soft"}, format="json"),
+        api.put("/api/agent-access/", {"may_confirm_deletions": "yes"}, format="json"),
+        api.put("/api/agent-access/", {"may_confirm_deletions": 1}, format="json"),
+        api.post("/api/threads/", {"title": 123}, format="json"),
+        api.post(f"/api/threads/{thread.pk}/messages/", {"content": 12345}, format="json"),
+        api.post(
+            "/api/deletions/",
+            {"select": {"ids": [fact.pk]}, "mode": "expire", "expire_at": "2099-01-01T10:00:00"},
+            format="json",
+        ),
+    ]
+    assert [(r.status_code, r.json()["error"]["code"]) for r in refused] == [(400, "validation_error")] * len(refused)
+    fact.refresh_from_db()
+    assert (fact.status, fact.content) == ("active", "I drive a red Tesla")
+    assert api.get("/api/agent-access/").json()["may_confirm_deletions"] is False
+    # As sent, they still work.
+    assert api.put("/api/agent-access/", {"may_confirm_deletions": True}, format="json").status_code == 200
+    aware = {"select": {"ids": [fact.pk]}, "mode": "expire", "expire_at": "2099-01-01T10:00:00Z"}
+    assert api.post("/api/deletions/", aware, format="json").status_code == 201
