@@ -363,7 +363,7 @@ def _apply(
     deletion.status = Status.EXECUTED
     verb = "purged" if purge else "soft-deleted"
     deletion.outcome = (
-        f"{verb} {len(removed)} messages ({len(deletion.matched_ids)} matched, "
+        f"{verb} {_messages(len(removed))} ({len(deletion.matched_ids)} matched, "
         f"{len(deletion.dependent_ids)} dependents"
         + (f", taint depth limited to {deletion.depth}" if deletion.depth is not None else "")
         + ")"
@@ -640,6 +640,10 @@ def deletion_cancel(*, deletion_id: int, owner_id: int) -> DeletionRequest:
     return deletion
 
 
+def _messages(count: int) -> str:
+    return f"{count} message" if count == 1 else f"{count} messages"
+
+
 def undo_check(deletion: DeletionRequest) -> None:
     """Refuse (Conflict) a deletion no undo can restore: only an executed soft deletion can be undone."""
     # A soft deletion whose receipt failed still removed its messages; the owner may restore them.
@@ -711,7 +715,7 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         deletion.status = Status.UNDONE
         deletion.undone_at = now
         deletion.undo_removed_ids = rewrites
-        deletion.outcome = f"undone: restored {len(removed)} messages" + (
+        deletion.outcome = f"undone: restored {_messages(len(removed))}" + (
             f", removed {len(rewrites)} rewritten" if rewrites else ""
         )
         deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])

@@ -69,7 +69,7 @@ def test_audit_list_shows_who_what_and_the_receipt(staff_client, history, owner)
     body = response.content.decode()
     # The reply quotes the secret, so the phrase matched it too.
     assert "purged 2 messages (2 matched, 0 dependents)" in body
-    assert "soft-deleted 1 messages (1 matched, 0 dependents)" in body
+    assert "soft-deleted 1 message (1 matched, 0 dependents)" in body
     assert body.count('<td class="field-verification">passed</td>') == 2
     assert "Integrity (I1)" in body and "Data-subject request" in body
     assert "Export selected deletions as CSV" in body

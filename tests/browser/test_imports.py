@@ -64,6 +64,10 @@ def test_upload_chatgpt_export_open_it_and_preview_a_conservative_cascade(signed
     messages = page.locator("[data-messages] > .msg")
     expect(messages).to_have_count(6)
     expect(messages.locator(".badge-imported")).to_have_count(6)
+    # Shown at the time it was said in ChatGPT, not when it was imported.
+    first = Message.objects.filter(owner__username="dora", thread__title="Trip to Lisbon").order_by("seq").first()
+    shown = messages.nth(0).locator("time").get_attribute("datetime")
+    assert shown.startswith(first.source_created_at.strftime("%Y-%m-%dT%H:%M"))
     expect(messages.nth(5).locator(".chips-label")).to_have_text(
         "Imported reply: provenance unknown, so every earlier message of this conversation counts as its source"
     )

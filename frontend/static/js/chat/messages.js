@@ -68,7 +68,7 @@ export function messageItem(message, questionId = null) {
       { class: "msg-meta" },
       el("span", { class: "msg-author" }, roleLabel(message.role, { byline: true })),
       el("a", { class: "msg-seq", href: `${page.graphUrl}?focus=${message.id}`, title: "Open in the memory graph" }, `#${message.seq}`),
-      timeEl(message.created_at),
+      timeEl(message.said_at ?? message.created_at),
       message.status === "expiring" ? el("span", { class: "badge badge-scheduled" }, "expiring") : null,
       importedBadge(message),
       message.replaces

@@ -151,7 +151,7 @@ function details(x, message) {
   // Where the cascade preview (cascade.js) draws.
   x.previewBox = el("div", { class: "preview-box", "aria-live": "polite" });
   return [
-    el("p", { class: "panel-when muted small" }, formatWhen(message.created_at), message.thread ? ` · thread ${message.thread}` : ""),
+    el("p", { class: "panel-when muted small" }, formatWhen(message.said_at ?? message.created_at), message.thread ? ` · thread ${message.thread}` : ""),
     content,
     actions(x, message),
     part,
