@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from provenance import services
-from tests.browser.pages import click_node, sign_in, wait_graph_ready
+from tests.browser.pages import click_node, explorer, sign_in, wait_graph_ready
 from tests.factories import make_edge, make_message, make_thread, make_user
 
 pytestmark = pytest.mark.browser
@@ -24,6 +24,14 @@ def test_a_preview_counts_only_what_it_removes_and_names_what_is_gone_already(op
     sign_in(page, "gale")
     page.get_by_role("link", name="Memory graph").click()
     wait_graph_ready(page)
+    # Enter right after typing finds what was typed, not what the previous search found.
+    find = page.get_by_role("searchbox", name="Find")
+    find.fill("Pixel")
+    expect(page.locator(".search-count")).to_have_text("2 matches")
+    find.fill(f"#{kept.seq}")
+    find.press("Enter")
+    expect(page.locator(".explorer-panel")).to_contain_text(f"#{kept.seq}")
+    assert explorer(page, "x.selected") == kept.pk
     # The removed reply is not drawn ("Show deleted" is off), yet it is in Dep(m).
     click_node(page, fact.pk)
     panel = page.locator(".explorer-panel")

@@ -46,6 +46,7 @@ export class GraphExplorer {
     this.preview = null; // the dependents answer being previewed
     this.matches = [];
     this.matchIndex = -1;
+    this.matchQuery = ""; // the text `matches` were found for
     this.focused = false; // showing one neighbourhood only
     this.timings = {};
     this.generation = 0; // counts loads: only the newest one draws

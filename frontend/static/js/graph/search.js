@@ -5,6 +5,7 @@ import { plural } from "../dom.js";
 export function search(x, text) {
   if (!x.cy) return;
   const query = text.trim().toLowerCase();
+  x.matchQuery = query;
   x.cy.nodes().removeClass("match");
   x.matches = [];
   x.matchIndex = -1;
@@ -20,7 +21,9 @@ export function search(x, text) {
 }
 
 export function nextMatch(x) {
-  if (!x.matches.length) search(x, x.dom.searchInput.value);
+  // Enter right after typing comes before the debounced search: the matches may be the previous text's.
+  const text = x.dom.searchInput.value;
+  if (!x.matches.length || x.matchQuery !== text.trim().toLowerCase()) search(x, text);
   if (!x.matches.length) return;
   x.matchIndex = (x.matchIndex + 1) % x.matches.length;
   x.select(x.matches[x.matchIndex], { center: true });
