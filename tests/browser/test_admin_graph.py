@@ -30,6 +30,8 @@ def test_admin_graph_page_shows_the_users_graph_read_only(open_page, live_server
     page.goto(reverse("admin:provenance_deletionrequest_graph", args=[owner.pk]))
     host = page.locator('[data-admin-graph][data-ready="true"]')
     host.wait_for()
+    # The explorer's stylesheet leaves the admin's header as the admin draws it (its own --accent).
+    assert page.evaluate("() => getComputedStyle(document.querySelector('#site-name a')).color") == "rgb(245, 221, 93)"
 
     def nodes():
         return page.evaluate("() => document.querySelector('[data-admin-graph]').explorer.cy.nodes().map(n => n.id())")
