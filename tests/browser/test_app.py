@@ -152,6 +152,8 @@ def test_typed_deletion_request_goes_through_its_card(signed_in, open_page):
     card.get_by_label("Soft delete").check()
     card.get_by_role("button", name=f"Delete {len(planned)} messages").click()
     expect(card).to_contain_text(f"{len(planned)} messages deleted")
+    # The keyboard stays on the card, on its next action, not back at the top of the page.
+    assert page.evaluate("() => document.activeElement.closest('.dcard') !== null")
     for message_id in planned:
         expect(page.locator(f"#m-{message_id}")).to_have_count(0)
     deletion.refresh_from_db()

@@ -19,7 +19,7 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   const body = el("div", { class: "dcard-body" }, el("p", { class: "muted" }, "Looking up the messages…"));
   const card = el(
     "li",
-    { class: "dcard", role: "group", "aria-labelledby": titleId, dataset: { deletion: deletion.id } },
+    { class: "dcard", role: "group", "aria-labelledby": titleId, tabindex: "-1", dataset: { deletion: deletion.id } },
     el(
       "div",
       { class: "dcard-head" },
@@ -32,10 +32,14 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   const badge = card.querySelector(".badge");
 
   function settle(kind, text, ...extra) {
+    // A button disabled while its request ran has lost the focus to the body already.
+    const focused = card.contains(document.activeElement) || document.activeElement === document.body;
     badge.className = `badge badge-${kind}`;
     badge.textContent = text;
     card.dataset.state = kind;
     replaceChildren(body, ...extra);
+    // The pressed button is gone: the keyboard stays on the card (its next action), not back at the page's top.
+    if (focused) (body.querySelector("button, a[href]") || card).focus();
   }
 
   async function cancel() {
