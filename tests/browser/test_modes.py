@@ -117,3 +117,8 @@ def test_expire_from_the_chat_card_schedules_and_refuses_a_past_time(signed_in):
     assert {statuses[pk] for pk in scheduled.matched_ids} == {"expiring"}
     assert {statuses[pk] for pk in statuses if pk not in scheduled.matched_ids} <= {"active"}
     assert DeletionRequest.objects.get(pk=preview.pk).status == "cancelled"
+    # The history shows its time in the browser's zone, under its status, not the outcome's UTC text.
+    page.get_by_role("link", name="Deletions").click()
+    row = page.locator(f"tr[data-deletion='{scheduled.pk}']")
+    expect(row.locator(".outcome")).to_have_text("Scheduled.")
+    expect(row.locator("[data-label='Status'] time")).to_have_count(1)

@@ -111,8 +111,12 @@ function row(deletion) {
     el(
       "td",
       { "data-label": "Outcome", class: "outcome" },
-      deletion.outcome || "—",
-      deletion.regeneration ? el("div", { class: "rewrite-progress small" }, progressText(deletion.regeneration)) : null,
+      // A scheduled one's time is shown, in local time, under its status; the outcome text has it in UTC.
+      deletion.status === "scheduled" ? "Scheduled." : deletion.outcome || "—",
+      // Once undone, its rewrites are gone with it (the outcome counts them).
+      deletion.regeneration && deletion.status !== "undone"
+        ? el("div", { class: "rewrite-progress small" }, progressText(deletion.regeneration))
+        : null,
     ),
     el("td", { "data-label": "" }, actions(deletion)),
   );
