@@ -55,8 +55,7 @@ export async function openThread(id) {
   history.replaceState(null, "", url);
   page.title.textContent = threadTitle(thread);
   page.renameButton.hidden = false;
-  page.threadsPanel.classList.remove("open");
-  page.threadsToggle.setAttribute("aria-expanded", "false");
+  threadsOpen(false);
   for (const message of thread.messages) state.known.set(message.id, message);
   renderThreads();
   renderConversation(thread.messages);
@@ -155,8 +154,21 @@ export function wireThreads() {
   page.scroller.addEventListener("scroll", () => {
     if (page.scroller.scrollTop < 200 && state.olderUrl) earlier();
   });
-  page.threadsToggle.addEventListener("click", () => {
-    const open = page.threadsPanel.classList.toggle("open");
-    page.threadsToggle.setAttribute("aria-expanded", String(open));
+  page.threadsToggle.addEventListener("click", () => threadsOpen(!page.threadsPanel.classList.contains("open")));
+  // On a phone the list is a drawer over the conversation: Escape or a tap beside it closes it too.
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && page.threadsPanel.classList.contains("open")) {
+      threadsOpen(false);
+      page.threadsToggle.focus();
+    }
   });
+  document.addEventListener("pointerdown", (event) => {
+    const inside = page.threadsPanel.contains(event.target) || page.threadsToggle.contains(event.target);
+    if (!inside && page.threadsPanel.classList.contains("open")) threadsOpen(false);
+  });
+}
+
+function threadsOpen(open) {
+  page.threadsPanel.classList.toggle("open", open);
+  page.threadsToggle.setAttribute("aria-expanded", String(open));
 }
