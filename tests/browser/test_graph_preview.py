@@ -47,3 +47,23 @@ def test_a_preview_counts_only_what_it_removes_and_names_what_is_gone_already(op
     dialog = page.get_by_role("dialog", name="Delete 3 messages?")
     dialog.get_by_role("button", name="Delete 3 messages").click()
     expect(page.locator(".toast-success")).to_contain_text("3 messages deleted")
+
+
+def test_on_a_phone_the_previewed_nodes_stay_above_the_panel(open_page, transactional_db):
+    user = make_user("hale")
+    thread = make_thread(user, "Pets")
+    fact = make_message(thread, "My dog is called Rex.")
+    for text in ("Noted: Rex.", "Rex is a good name.", "Say hi to Rex."):
+        make_edge(fact, make_message(thread, text, role="assistant"))
+    page = open_page(width=390, height=844)
+    sign_in(page, "hale")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    click_node(page, fact.pk)
+    panel = page.locator(".explorer-panel")
+    panel.get_by_role("button", name="Preview delete").click()
+    expect(panel.locator(".preview-summary")).to_contain_text("removes 4 messages")
+    page.wait_for_timeout(400)  # the 250 ms fit
+    canvas, box = page.locator(".explorer-canvas").bounding_box(), panel.bounding_box()
+    lowest = explorer(page, "Math.max(...x.cy.nodes('.dep, .dep-root').map((n) => n.renderedBoundingBox().y2))")
+    assert canvas["y"] + lowest <= box["y"]

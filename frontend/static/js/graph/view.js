@@ -169,13 +169,21 @@ export function showAll(x) {
   fit(x);
 }
 
+// The part of the canvas the panel leaves free: beside it (a side panel), or above it (at the bottom, on a phone).
+function freeArea(x) {
+  const { canvas, panel } = x.dom;
+  const [width, height] = [canvas.clientWidth, canvas.clientHeight];
+  if (panel.hidden) return { width, height };
+  if (panel.offsetWidth > width * 0.8) return { width, height: Math.max(height - panel.offsetHeight - 16, 0) };
+  return { width: width - panel.offsetWidth - 24, height };
+}
+
 // Zooms and pans so `eles` fill the part of the canvas the panel leaves free.
 export function fitBeside(x, eles) {
-  const { canvas, panel } = x.dom;
-  const free = panel.hidden ? canvas.clientWidth : canvas.clientWidth - panel.offsetWidth - 24;
+  const free = freeArea(x);
   const box = eles.boundingBox();
-  const width = Math.max(free - 2 * PAD, 80);
-  const height = Math.max(canvas.clientHeight - 2 * PAD, 80);
+  const width = Math.max(free.width - 2 * PAD, 80);
+  const height = Math.max(free.height - 2 * PAD, 80);
   const zoom = Math.max(x.cy.minZoom(), Math.min(1.2, width / Math.max(box.w, 1), height / Math.max(box.h, 1)));
   x.cy.animate(
     {
@@ -186,9 +194,10 @@ export function fitBeside(x, eles) {
   );
 }
 
-// Pans so the node is not hidden under the side panel.
+// Pans so the node is not hidden under the panel.
 export function keepClearOfPanel(x, node) {
-  const visible = x.dom.canvas.clientWidth - x.dom.panel.offsetWidth - 24;
-  const position = node.renderedPosition().x;
-  if (visible > 120 && position > visible - 40) x.cy.panBy({ x: visible / 2 - position, y: 0 });
+  const { width, height } = freeArea(x);
+  const { x: left, y: top } = node.renderedPosition();
+  if (width > 120 && left > width - 40) x.cy.panBy({ x: width / 2 - left, y: 0 });
+  if (height > 120 && top > height - 40) x.cy.panBy({ x: 0, y: height / 2 - top });
 }
