@@ -7,10 +7,11 @@ reads an IN list as `= ANY` of an array); the graph's edges among a window
 of 10,000 messages, two such lists, 190-440 ms against 60 ms. Registered by
 `chat.apps` on IntegerField (ids and integer columns: `ArrayIn`) and on
 ForeignKey (a single-column key to an integer column, `source_id__in`:
-`RelatedArrayIn`, over Django's `RelatedIn`). A subquery, an expression, a
-transform applied to both sides, a key of several columns, or a value that
-is not an integer within bigint's range (an id of 2**63 matches nothing;
-cast into the array it would be an error) keeps Django's own lookup.
+`RelatedArrayIn`, over Django's `RelatedIn`); a single value is plain
+equality. A subquery, an expression, a transform applied to both sides, a
+key of several columns, or a value that is not an integer within bigint's
+range (an id of 2**63 matches nothing; cast into the array it would be an
+error) keeps Django's own lookup.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class _IntegerArray(lookups.In):
         if values is None or connection.vendor != "postgresql":
             return super().as_sql(compiler, connection)
         lhs, lhs_params = self.process_lhs(compiler, connection)
+        if len(values) == 1:
+            # One value is equality: an `owner_id__in` of one owner pins one partition (and one Citus shard).
+            return f"{lhs} = %s", (*lhs_params, values[0])
         return f"{lhs} = ANY(%s::bigint[])", (*lhs_params, values)
 
 

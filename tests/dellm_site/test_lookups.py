@@ -38,9 +38,13 @@ def test_a_foreign_key_in_list_is_one_array_and_finds_what_in_finds(owner, threa
     make_edge(a, b)
     make_edge(b, c)
     mine = ContextEdge.objects.filter(owner_id=owner.pk)
-    sql, params = mine.filter(source_id__in=[a.pk, None], target__in=[b, c.pk]).query.sql_with_params()
+    sql, params = mine.filter(source_id__in=[a.pk, b.pk, None], target__in=[b, c.pk]).query.sql_with_params()
     assert sql.count("= ANY(%s::bigint[])") == 2 and " IN " not in sql
-    assert params == (owner.pk, [a.pk], sorted([b.pk, c.pk]))
+    assert params == (owner.pk, sorted([a.pk, b.pk]), sorted([b.pk, c.pk]))
+    # One value is equality (an owner_id__in of one owner pins its partition).
+    sql, params = ContextEdge.objects.filter(owner_id__in={owner.pk}, source_id__in=[a.pk]).query.sql_with_params()
+    assert '"owner_id" = %s' in sql and '"source_id" = %s' in sql and "ANY" not in sql
+    assert params == (owner.pk, a.pk)
     assert list(mine.filter(source_id__in=[a.pk, b.pk], target_id__in=[c.pk]).values_list("source_id", flat=True)) == [
         b.pk
     ]
