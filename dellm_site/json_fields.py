@@ -38,7 +38,10 @@ class AwareDateTimeField(serializers.DateTimeField):
 
     def to_internal_value(self, value: Any) -> Any:
         if isinstance(value, str):
-            parsed = parse_datetime(value.strip())
+            try:
+                parsed = parse_datetime(value.strip())
+            except ValueError:  # well formed, no such date ("2099-13-01T10:00"): DRF's own "invalid" below
+                parsed = None
             if parsed is not None and parsed.tzinfo is None:
                 self.fail("naive")
         return super().to_internal_value(value)

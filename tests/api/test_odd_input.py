@@ -136,10 +136,14 @@ def test_json_of_another_type_is_refused_not_converted(api, owner, thread):
         api.put("/api/agent-access/", {"may_confirm_deletions": 1}, format="json"),
         api.post("/api/threads/", {"title": 123}, format="json"),
         api.post(f"/api/threads/{thread.pk}/messages/", {"content": 12345}, format="json"),
-        api.post(
-            "/api/deletions/",
-            {"select": {"ids": [fact.pk]}, "mode": "expire", "expire_at": "2099-01-01T10:00:00"},
-            format="json",
+        *(
+            api.post(
+                "/api/deletions/",
+                {"select": {"ids": [fact.pk]}, "mode": "expire", "expire_at": when},
+                format="json",
+            )
+            # No zone; then a well-formed date that does not exist.
+            for when in ("2099-01-01T10:00:00", "2099-13-01T10:00")
         ),
     ]
     assert [(r.status_code, r.json()["error"]["code"]) for r in refused] == [(400, "validation_error")] * len(refused)
