@@ -741,8 +741,12 @@ def _graph_section(graph: dict) -> list[str]:
             ],
         ),
         "Interactive: from navigation start to the explorer's `explorer:ready` event, the first frame drawn with "
-        'every node at its final place and the tap handlers bound (`data-ready="true"`). The layout runs in a '
-        "web worker (frontend/static/js/graph/layout-worker.js); draw is Cytoscape's set-up on the page. "
+        'every node at its final place and every edge drawn, the tap handlers bound (`data-ready="true"`). '
+        "fetch: what the explorer still waited for the graph once its modules had loaded (the page asks for it "
+        "with its HTML, a `<link rel=preload>`). The layout runs in a web worker "
+        "(frontend/static/js/graph/layout-worker.js); draw is Cytoscape's set-up on the page, which holds a "
+        "big graph's nodes only: its edges are drawn on the explorer's own canvas "
+        "(frontend/static/js/graph/edge-layer.js). "
         "tests/browser/test_graph_bench.py clicks a node and checks it is selected. The 10,000-node row opens "
         "a window of 10,000 (`DELLM_GRAPH_WINDOW`, `DELLM_GRAPH_MAX_NODES`). "
         "`/graph/` served by runserver, Chromium 1280x800."

@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
+from django.db.models import Q
 from playwright.sync_api import expect
 
 from chat.models import ContextEdge, Message
@@ -66,8 +67,14 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     assert timings["nodes"] == MESSAGES
     assert timings["edges"] == edge_count
     assert timings["big"] is True
+    # The edges are the edge layer's, not Cytoscape's; it has drawn them.
+    assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.count]") == [0, edge_count]
+    assert explorer(page, "x.edgeLayer.canvas.getContext('2d').getImageData(0, 0, 1280, 600).data.some((v) => v > 0)")
     # The timeline layout, computed in the layout worker: every edge points right, older to newer.
-    assert explorer(page, "x.cy.edges().filter((e) => e.source().position().x >= e.target().position().x).size()") == 0
+    pointing_back = (
+        "x.edgeLayer.edges.filter((_, i) => x.edgeLayer.coords[i * 4] >= x.edgeLayer.coords[i * 4 + 2]).length"
+    )
+    assert explorer(page, pointing_back) == 0
     screenshot(page, "graph-2000")
 
     # Interactive: find a message by number, open it, preview its Dep.
@@ -78,8 +85,26 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     panel.get_by_role("button", name="Preview delete").click()
     panel.locator(".preview-summary").wait_for()
     dependents = page.request.get(f"/api/messages/{target.pk}/dependents/").json()
-    assert explorer(page, "x.highlighted()") == sorted([target.pk, *dependents["ids"]])
+    members = [target.pk, *dependents["ids"]]
+    assert explorer(page, "x.highlighted()") == sorted(members)
+    # The layer draws Dep(m)'s own edges red, the others faded.
+    among = ContextEdge.objects.filter(owner=owner, source__in=members, target__in=members).count()
+    assert among > 0
+    assert explorer(page, "x.edgeLayer.highlightedCount()") == among
     screenshot(page, "graph-2000-preview")
+    panel.get_by_role("button", name="Clear preview").click()
+    assert explorer(page, "x.edgeLayer.highlightedCount()") == 0
+
+    # Focused on one message, its neighbourhood's edges are Cytoscape's again (and the layer steps aside).
+    panel.get_by_role("button", name="Focus neighbourhood").click()
+    edges = ContextEdge.objects.filter(owner=owner)
+    near = {target.pk, *edges.filter(source=target).values_list("target", flat=True)}
+    near |= set(edges.filter(target=target).values_list("source", flat=True))
+    touching = edges.filter(Q(source__in=near) | Q(target__in=near)).count()
+    assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.canvas.hidden]") == [touching, True]
+    screenshot(page, "graph-2000-focus")
+    page.get_by_role("button", name="Show whole graph").click()
+    assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.canvas.hidden]") == [0, False]
 
     # Zoomed in: the nodes in view get their labels, and a click on one selects it.
     clicked = messages[-1]

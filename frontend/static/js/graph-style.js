@@ -6,9 +6,11 @@ import dagre from "cytoscape-dagre";
 cytoscape.use(dagre);
 
 // Past this many nodes the graph switches to its fast path: the timeline
-// layout (graph/timeline.js) instead of dagre, straight haystack edges, short
-// labels drawn only on the nodes in view once zoomed in (graph/view.js adds
-// `labelled`), and no edges while panning. Measured in
+// layout (graph/timeline.js) instead of dagre, its edges drawn as straight
+// lines on the explorer's own layer (graph/edge-layer.js) rather than as
+// Cytoscape elements (a focused neighbourhood's are elements again, haystack
+// lines without arrowheads), and short labels drawn only on the nodes in view
+// once zoomed in (graph/view.js adds `labelled`). Measured in
 // tests/browser/test_graph_bench.py and `make bench` (lab/bench/live.py).
 export const BIG_GRAPH = 400;
 
@@ -31,6 +33,30 @@ const COLORS = {
   toolResult: "#0891b2",
   note: "#be185d",
 };
+
+// How a big graph's edges look on the explorer's own edge layer
+// (graph/edge-layer.js), as the stylesheet below draws a small graph's: the
+// same colours and opacities, and the same order (a tool step's look wins
+// over a first-ranked one's, which wins over an agent's).
+export const EDGE_LOOKS = {
+  plain: { color: COLORS.edge, opacity: 0.55 },
+  agent: { color: COLORS.note, opacity: 0.55, width: 1.5, dashed: true },
+  first: { color: "#64748b", opacity: 0.8 },
+  tool: { color: COLORS.toolCall, opacity: 0.9, dashed: true },
+  faded: { opacity: 0.06 },
+  dep: { color: COLORS.danger, opacity: 0.9 },
+};
+
+// One edge's look on the edge layer: its width (from graph/elements.js) to the
+// half pixel, so that a few thousand edges share a dozen looks, one path each.
+export function edgeLook(data) {
+  const look = { ...EDGE_LOOKS.plain, width: Math.max(0.5, Math.round(data.width * 2) / 2), dashed: false };
+  if (data.signal === "agent") Object.assign(look, EDGE_LOOKS.agent);
+  if (data.rank === 0) Object.assign(look, EDGE_LOOKS.first);
+  if (data.signal === "tool") Object.assign(look, EDGE_LOOKS.tool);
+  look.key = `${look.color} ${look.opacity} ${look.width} ${look.dashed}`;
+  return look;
+}
 
 // How labels are drawn under the nodes. A big graph sets them only on the
 // nodes in view when zoomed in (`labelled`): every property of a matching rule
@@ -98,23 +124,23 @@ export function stylesheet({ big }) {
       style: {
         // graph/elements.js maps the score to a width once: no mapData per edge and style pass.
         width: "data(width)",
-        "line-color": COLORS.edge,
-        opacity: 0.55,
+        "line-color": EDGE_LOOKS.plain.color,
+        opacity: EDGE_LOOKS.plain.opacity,
         "curve-style": big ? "haystack" : "bezier",
         ...(big ? {} : { "target-arrow-shape": "triangle", "arrow-scale": 0.7 }),
         ...arrow(COLORS.edge),
       },
     },
     // An agent's note derives from this memory because the agent said so (MCP `remember`), not by retrieval.
-    { selector: 'edge[signal = "agent"]', style: { width: 1.5, "line-style": "dashed", "line-color": COLORS.note, ...arrow(COLORS.note) } },
-    { selector: "edge[rank = 0]", style: { "line-color": "#64748b", ...arrow("#64748b"), opacity: 0.8 } },
+    { selector: 'edge[signal = "agent"]', style: { width: EDGE_LOOKS.agent.width, "line-style": "dashed", "line-color": EDGE_LOOKS.agent.color, ...arrow(EDGE_LOOKS.agent.color) } },
+    { selector: "edge[rank = 0]", style: { "line-color": EDGE_LOOKS.first.color, ...arrow(EDGE_LOOKS.first.color), opacity: EDGE_LOOKS.first.opacity } },
     // call -> result -> the reply that used it.
-    { selector: 'edge[signal = "tool"]', style: { "line-color": COLORS.toolCall, ...arrow(COLORS.toolCall), "line-style": "dashed", opacity: 0.9 } },
+    { selector: 'edge[signal = "tool"]', style: { "line-color": EDGE_LOOKS.tool.color, ...arrow(EDGE_LOOKS.tool.color), "line-style": "dashed", opacity: EDGE_LOOKS.tool.opacity } },
     { selector: ".faded", style: { opacity: 0.12 } },
-    { selector: "edge.faded", style: { opacity: 0.06 } },
+    { selector: "edge.faded", style: { opacity: EDGE_LOOKS.faded.opacity } },
     { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },
     { selector: "node.dep-root", style: { "background-color": COLORS.dangerDark, "border-width": 4, "border-color": COLORS.danger, "border-style": "solid" } },
-    { selector: "edge.dep", style: { "line-color": COLORS.danger, ...arrow(COLORS.danger), opacity: 0.9 } },
+    { selector: "edge.dep", style: { "line-color": EDGE_LOOKS.dep.color, ...arrow(EDGE_LOOKS.dep.color), opacity: EDGE_LOOKS.dep.opacity } },
     { selector: "node.match", style: { "border-width": 3, "border-color": COLORS.focus, "border-style": "solid" } },
     {
       selector: "node:selected",

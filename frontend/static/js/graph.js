@@ -20,6 +20,7 @@
 //   elements.js  API elements -> Cytoscape elements
 //   layout.js    the layout, computed in layout-worker.js (timeline.js for big graphs)
 //   view.js      rendering, zoom, centring, focus neighbourhood
+//   edge-layer.js  a big graph's edges, drawn under Cytoscape's canvas
 //   search.js    Find by seq or words
 //   panel.js     the selected message's side panel
 //   cascade.js   preview delete (Dep(m)), confirm, undo
@@ -42,6 +43,8 @@ export class GraphExplorer {
     this.links = links;
     this.filters = { thread: "", includeDeleted: false };
     this.cy = null; // the Cytoscape instance, replaced on every load
+    this.edgeLayer = null; // a big graph's edges (graph/edge-layer.js), replaced with it
+    this.focusEdges = null; // a big graph's focused neighbourhood's edges, as Cytoscape elements
     this.selected = null; // id of the message in the side panel
     this.preview = null; // the dependents answer being previewed
     this.matches = [];

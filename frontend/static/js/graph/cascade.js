@@ -22,6 +22,7 @@ function highlight(x, rootId, ids) {
     members.addClass("dep");
     x.node(rootId).removeClass("dep").addClass("dep-root");
   });
+  x.edgeLayer?.highlight(members.map((node) => node.id()));
   fitBeside(x, members);
 }
 
@@ -33,6 +34,7 @@ export function highlighted(x) {
 export function clearPreview(x) {
   x.preview = null;
   x.cy?.elements().removeClass("faded dep dep-root");
+  x.edgeLayer?.highlight(null);
 }
 
 // A dependent another deletion removed already: this one changes nothing of it (a purge destroys a soft-deleted one's text).
@@ -254,6 +256,7 @@ async function deleteMessage(x, message, preview, choices) {
     gone.addClass("leaving");
     setTimeout(() => {
       gone.remove();
+      x.edgeLayer?.drop(gone.map((node) => node.id()));
       showStats(x);
     }, 260);
   }

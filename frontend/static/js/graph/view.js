@@ -4,6 +4,7 @@
 // GraphExplorer `x` (graph.js) whose state it reads and writes.
 import { plural } from "../dom.js";
 import { BIG_GRAPH, LABEL_ZOOM, cytoscape, dagreLayout, stylesheet } from "../graph-style.js";
+import { EdgeLayer } from "./edge-layer.js";
 import { toElements } from "./elements.js";
 import { layoutPositions } from "./layout.js";
 
@@ -25,12 +26,15 @@ export async function render(x, graph, { keepView, generation }) {
   const drawStart = performance.now();
   for (const node of nodes) node.position = positions.get(node.data.id);
   const view = keepView && x.cy ? { zoom: x.cy.zoom(), pan: x.cy.pan() } : null;
+  x.edgeLayer?.destroy();
   x.cy?.destroy();
   x.focused = false;
+  x.focusEdges = null;
   x.dom.showAllButton.hidden = true;
   x.cy = cytoscape({
     container: x.dom.canvas,
-    elements: [...nodes, ...edges],
+    // A big graph's edges are drawn by the edge layer below, not by Cytoscape.
+    elements: big ? nodes : [...nodes, ...edges],
     style: stylesheet({ big }),
     // A big graph is fitted from its positions: Cytoscape's fit would measure every element's box first.
     layout: { name: "preset", fit: !view && !big, padding: PAD },
@@ -39,7 +43,6 @@ export async function render(x, graph, { keepView, generation }) {
     maxZoom: MAX_ZOOM,
     boxSelectionEnabled: false,
     autoungrabify: big,
-    hideEdgesOnViewport: big,
     textureOnViewport: big,
     pixelRatio: big ? 1 : "auto",
   });
@@ -49,6 +52,7 @@ export async function render(x, graph, { keepView, generation }) {
     x.cy.zoom(1.2);
     x.cy.center();
   }
+  x.edgeLayer = big ? new EdgeLayer(x.dom.canvas, x.cy, edges) : null;
   if (big) labelWhenZoomedIn(x, x.cy);
   x.timings = {
     layout: Math.round(drawStart - layoutStart),
@@ -116,7 +120,8 @@ function labelWhenZoomedIn(x, cy) {
 }
 
 export function showStats(x) {
-  x.dom.setStats(`${plural(x.cy.nodes().length, "message")} · ${plural(x.cy.edges().length, "link")}`);
+  const links = x.edgeLayer ? x.edgeLayer.count : x.cy.edges().length;
+  x.dom.setStats(`${plural(x.cy.nodes().length, "message")} · ${plural(links, "link")}`);
 }
 
 export function showNotice(x, text) {
@@ -148,10 +153,17 @@ export function center(x, id) {
 export function focusOn(x, id) {
   const node = x.node(id);
   if (!node?.length) return;
+  // The whole graph's positions, to go back to (not a focused view's, when focusing from one).
+  if (!x.focused) x.savedPositions = x.cy.nodes().map((item) => [item.id(), { ...item.position() }]);
+  if (x.edgeLayer) {
+    // A big graph's edges are the layer's: the neighbourhood's become elements while it is in focus.
+    x.edgeLayer.hide(true);
+    x.focusEdges?.remove();
+    x.focusEdges = x.cy.add(x.edgeLayer.neighbourhood(id).map((edge) => ({ group: "edges", data: edge.data })));
+  }
   const near = node.closedNeighborhood().closedNeighborhood();
   x.cy.elements().addClass("outside");
   near.removeClass("outside");
-  x.savedPositions = x.cy.nodes().map((item) => [item.id(), { ...item.position() }]);
   dagreLayout(near, { fit: true }).run();
   x.focused = true;
   x.dom.showAllButton.hidden = false;
@@ -164,6 +176,11 @@ export function showAll(x) {
     for (const [id, position] of x.savedPositions) x.cy.getElementById(id).position(position);
     x.cy.elements().removeClass("outside");
   });
+  if (x.edgeLayer) {
+    x.focusEdges.remove();
+    x.focusEdges = null;
+    x.edgeLayer.hide(false);
+  }
   x.focused = false;
   x.dom.showAllButton.hidden = true;
   fit(x);
