@@ -59,6 +59,8 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     edge_count = ContextEdge.objects.filter(owner=owner).count()
     page = open_page()
     sign_in(page, "erin")
+    graph_requests = []
+    page.on("request", lambda request: "/api/graph/" in request.url and graph_requests.append(request.url))
 
     page.goto("/graph/")
     wait_graph_ready(page)
@@ -67,6 +69,8 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     assert timings["nodes"] == MESSAGES
     assert timings["edges"] == edge_count
     assert timings["big"] is True
+    # Asked for once: the page's preload, which the explorer's first load reuses.
+    assert len(graph_requests) == 1
     # The edges are the edge layer's, not Cytoscape's; it has drawn them.
     assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.count]") == [0, edge_count]
     assert explorer(page, "x.edgeLayer.canvas.getContext('2d').getImageData(0, 0, 1280, 600).data.some((v) => v > 0)")

@@ -1,14 +1,26 @@
 // The memory graph page: the explorer over the signed-in user's own /api/.
 import { api } from "./api.js";
 import { toast } from "./dom.js";
-import { GraphExplorer } from "./graph.js";
+
+// The whole graph is asked for first, while the explorer's modules (Cytoscape
+// the largest) are still loading: the request and the download overlap.
+const WHOLE = { thread: "", includeDeleted: false };
+let early = api.graph(WHOLE);
+early.catch(() => {}); // its error is the first load's to show
+const { GraphExplorer } = await import("./graph.js");
 
 const host = document.querySelector("[data-graph-page]");
 const chatUrl = host.dataset.chatUrl;
 
+function graph(filters) {
+  const answer = early && filters.thread === WHOLE.thread && filters.includeDeleted === WHOLE.includeDeleted ? early : api.graph(filters);
+  early = null;
+  return answer;
+}
+
 const explorer = new GraphExplorer(host, {
   source: {
-    graph: (filters) => api.graph(filters),
+    graph,
     threads: () => api.threads(),
     message: (id) => api.message(id),
     dependents: (id) => api.dependents(id),
