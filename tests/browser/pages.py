@@ -59,3 +59,12 @@ def ask_to_forget(page, text: str):
     card = page.get_by_role("group", name="Forget request")
     expect(card.locator(".ditem").first).to_be_visible()
     return card
+
+
+def nodes_under_legend(page) -> int:
+    """How many of the graph's visible nodes reach below the top of its legend."""
+    return explorer(
+        page,
+        "(() => { const top = x.dom.legend.getBoundingClientRect().top - x.dom.canvas.getBoundingClientRect().top;"
+        " return x.cy.nodes(':visible').filter((node) => node.renderedBoundingBox().y2 > top).size(); })()",
+    )

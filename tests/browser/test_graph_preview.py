@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from provenance import services
-from tests.browser.pages import click_node, explorer, sign_in, wait_graph_ready
+from tests.browser.pages import click_node, explorer, nodes_under_legend, sign_in, wait_graph_ready
 from tests.factories import make_edge, make_message, make_thread, make_user
 
 pytestmark = pytest.mark.browser
@@ -67,3 +67,23 @@ def test_on_a_phone_the_previewed_nodes_stay_above_the_panel(open_page, transact
     canvas, box = page.locator(".explorer-canvas").bounding_box(), panel.bounding_box()
     lowest = explorer(page, "Math.max(...x.cy.nodes('.dep, .dep-root').map((n) => n.renderedBoundingBox().y2))")
     assert canvas["y"] + lowest <= box["y"]
+
+
+def test_the_graph_opens_and_fits_clear_of_its_legend(open_page, transactional_db):
+    # Twelve messages used by one reply: a tall column, fitted by its height, down to where the legend is.
+    user = make_user("ivy")
+    thread = make_thread(user, "Notes")
+    facts = [make_message(thread, f"Fact number {n}.") for n in range(12)]
+    reply = make_message(thread, "All noted.", role="assistant")
+    for fact in facts:
+        make_edge(fact, reply)
+    page = open_page()
+    sign_in(page, "ivy")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    assert nodes_under_legend(page) == 0
+    explorer(page, "(x.cy.zoom(0.2), true)")
+    page.get_by_role("button", name="Fit").click()
+    page.wait_for_function("() => !document.querySelector('[data-graph-page]').explorer.cy.animated()")
+    assert nodes_under_legend(page) == 0
+    assert explorer(page, "x.cy.zoom()") > 0.5

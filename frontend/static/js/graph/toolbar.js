@@ -59,7 +59,8 @@ export function buildExplorer(host, uid, on) {
   const canvas = el("div", { class: "explorer-canvas", tabindex: "0", role: "application", "aria-label": "Provenance graph. Use Find to reach a message by keyboard." });
   const notice = el("div", { class: "explorer-notice", hidden: true });
   const panel = el("aside", { class: "explorer-panel", id: id("panel"), hidden: true, role: "dialog", "aria-modal": "false", "aria-labelledby": id("panel-title") });
-  const stage = el("div", { class: "explorer-stage" }, canvas, notice, legend(), panel);
+  const key = legend();
+  const stage = el("div", { class: "explorer-stage" }, canvas, notice, key, panel);
   replaceChildren(host, el("div", { class: "explorer" }, toolbar, stage));
 
   threadSelect.addEventListener("change", () => on.thread(threadSelect.value));
@@ -73,6 +74,7 @@ export function buildExplorer(host, uid, on) {
   return {
     canvas,
     notice,
+    legend: key,
     panel,
     searchInput,
     searchCount,

@@ -12,6 +12,10 @@ const PAD = 40;
 const MIN_ZOOM = 0.05;
 const MAX_ZOOM = 3;
 const NODE = 30; // graph-style.js
+// A few messages are shown at this zoom at most rather than blown up to fill the canvas.
+const READING_ZOOM = 1.2;
+// The legend's distance from the canvas's bottom edge (app.css).
+const LEGEND_GAP = 12;
 
 // Draws `graph` (an /api/graph/ answer) once the worker has laid it out; the
 // graph drawn before stays on screen meanwhile. False when a newer load
@@ -36,9 +40,9 @@ export async function render(x, graph, { keepView, generation }) {
     // A big graph's edges are drawn by the edge layer below, not by Cytoscape.
     elements: big ? nodes : [...nodes, ...edges],
     style: stylesheet({ big }),
-    // A big graph is fitted from its positions: Cytoscape's fit would measure every element's box first.
-    layout: { name: "preset", fit: !view && !big, padding: PAD },
-    ...(big && !view ? fitted(x, nodes) : {}),
+    layout: { name: "preset", fit: false },
+    // A big graph is fitted from its positions: Cytoscape's boxes would measure every element first.
+    ...(big && !view ? viewportFor(x, positionsBox(nodes)) : {}),
     minZoom: MIN_ZOOM,
     maxZoom: MAX_ZOOM,
     boxSelectionEnabled: false,
@@ -47,11 +51,7 @@ export async function render(x, graph, { keepView, generation }) {
     pixelRatio: big ? 1 : "auto",
   });
   if (view) x.cy.viewport(view);
-  else if (x.cy.zoom() > 1.2) {
-    // A few messages: keep them at reading size rather than blown up.
-    x.cy.zoom(1.2);
-    x.cy.center();
-  }
+  else if (!big) x.cy.viewport(viewportFor(x, x.cy.elements().boundingBox()));
   x.edgeLayer = big ? new EdgeLayer(x.dom.canvas, x.cy, edges) : null;
   if (big) labelWhenZoomedIn(x, x.cy);
   x.timings = {
@@ -77,19 +77,30 @@ export async function render(x, graph, { keepView, generation }) {
   return true;
 }
 
-// The zoom and pan that fit the nodes (positioned, NODE wide) in the canvas.
-function fitted(x, nodes) {
+// The box of the nodes (positioned, NODE wide) from their positions alone.
+function positionsBox(nodes) {
   let [x1, y1, x2, y2] = [Infinity, Infinity, -Infinity, -Infinity];
   for (const { position } of nodes) {
-    x1 = Math.min(x1, position.x);
-    y1 = Math.min(y1, position.y);
-    x2 = Math.max(x2, position.x);
-    y2 = Math.max(y2, position.y);
+    x1 = Math.min(x1, position.x - NODE / 2);
+    y1 = Math.min(y1, position.y - NODE / 2);
+    x2 = Math.max(x2, position.x + NODE / 2);
+    y2 = Math.max(y2, position.y + NODE / 2);
   }
-  const { clientWidth: width, clientHeight: height } = x.dom.canvas;
-  const scale = Math.min((width - 2 * PAD) / (x2 - x1 + NODE), (height - 2 * PAD) / (y2 - y1 + NODE));
-  const zoom = Math.max(MIN_ZOOM, Math.min(MAX_ZOOM, scale));
-  return { zoom, pan: { x: (width - zoom * (x1 + x2)) / 2, y: (height - zoom * (y1 + y2)) / 2 } };
+  return { x1, y1, w: x2 - x1, h: y2 - y1 };
+}
+
+// The zoom and pan that show a box (model coordinates) in the part of the
+// canvas the panel and the legend leave free, at most at reading size (a few
+// messages are not blown up).
+function viewportFor(x, box) {
+  const free = freeArea(x);
+  const width = Math.max(free.width - 2 * PAD, 80);
+  const height = Math.max(free.height - 2 * PAD, 80);
+  const zoom = Math.max(MIN_ZOOM, Math.min(READING_ZOOM, width / Math.max(box.w, 1), height / Math.max(box.h, 1)));
+  return {
+    zoom,
+    pan: { x: PAD + (width - box.w * zoom) / 2 - box.x1 * zoom, y: PAD + (height - box.h * zoom) / 2 - box.y1 * zoom },
+  };
 }
 
 // A big graph labels the nodes in view once zoomed in enough to read them,
@@ -130,7 +141,7 @@ export function showNotice(x, text) {
 }
 
 export function fit(x) {
-  x.cy?.animate({ fit: { eles: x.cy.elements(":visible"), padding: PAD } }, { duration: 200 });
+  if (x.cy) x.cy.animate(viewportFor(x, x.cy.elements(":visible").boundingBox()), { duration: 200 });
 }
 
 export function zoomBy(x, factor) {
@@ -164,7 +175,8 @@ export function focusOn(x, id) {
   const near = node.closedNeighborhood().closedNeighborhood();
   x.cy.elements().addClass("outside");
   near.removeClass("outside");
-  dagreLayout(near, { fit: true }).run();
+  dagreLayout(near, { fit: false }).run();
+  x.cy.viewport(viewportFor(x, near.boundingBox()));
   x.focused = true;
   x.dom.showAllButton.hidden = false;
   node.select();
@@ -186,29 +198,19 @@ export function showAll(x) {
   fit(x);
 }
 
-// The part of the canvas the panel leaves free: beside it (a side panel), or above it (at the bottom, on a phone).
+// The part of the canvas the panel and the legend leave free: beside the panel
+// (a side panel) or above it (at the bottom, on a phone), and above the legend.
 function freeArea(x) {
-  const { canvas, panel } = x.dom;
-  const [width, height] = [canvas.clientWidth, canvas.clientHeight];
+  const { canvas, panel, legend } = x.dom;
+  const [width, height] = [canvas.clientWidth, canvas.clientHeight - (legend.offsetHeight ? legend.offsetHeight + LEGEND_GAP : 0)];
   if (panel.hidden) return { width, height };
-  if (panel.offsetWidth > width * 0.8) return { width, height: Math.max(height - panel.offsetHeight - 16, 0) };
+  if (panel.offsetWidth > width * 0.8) return { width, height: Math.max(canvas.clientHeight - panel.offsetHeight - 16, 0) };
   return { width: width - panel.offsetWidth - 24, height };
 }
 
-// Zooms and pans so `eles` fill the part of the canvas the panel leaves free.
+// Zooms and pans so `eles` fill the part of the canvas the panel and the legend leave free.
 export function fitBeside(x, eles) {
-  const free = freeArea(x);
-  const box = eles.boundingBox();
-  const width = Math.max(free.width - 2 * PAD, 80);
-  const height = Math.max(free.height - 2 * PAD, 80);
-  const zoom = Math.max(x.cy.minZoom(), Math.min(1.2, width / Math.max(box.w, 1), height / Math.max(box.h, 1)));
-  x.cy.animate(
-    {
-      zoom,
-      pan: { x: PAD + (width - box.w * zoom) / 2 - box.x1 * zoom, y: PAD + (height - box.h * zoom) / 2 - box.y1 * zoom },
-    },
-    { duration: 250 },
-  );
+  x.cy.animate(viewportFor(x, eles.boundingBox()), { duration: 250 });
 }
 
 // Pans so the node is not hidden under the panel.
