@@ -210,3 +210,31 @@ def test_a_stored_system_prompt_is_shown_as_one(open_page, transactional_db):
     wait_graph_ready(page)
     assert explorer(page, f"x.node({turn.system_message_id}).style('shape')") == "hexagon"
     expect(page.get_by_role("list", name="Legend")).to_contain_text("system prompt")
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_chat_and_graph_fill_the_window_and_toasts_leave_send_free(open_page, settings, transactional_db, width):
+    # `make run`'s development banner sits above the header: the pages still fit the window, nothing scrolls.
+    settings.DEBUG = True
+    make_user("fern")
+    page = open_page(width=width, height=800)
+    sign_in(page, "fern")
+    expect(page.get_by_test_id("development-mode")).to_be_visible()
+    for path in ["/graph/", "/"]:
+        page.goto(path)
+        assert page.evaluate("() => document.documentElement.scrollHeight") <= 800
+    send = page.get_by_role("button", name="Send").bounding_box()
+    assert send["y"] + send["height"] <= 800
+    page.evaluate("() => import('/static/js/dom.js').then((dom) => dom.toast('Saved.'))")
+    expect(page.locator(".toast")).to_be_visible()
+    assert not _overlap(page.locator(".toast").bounding_box(), send)
+    screenshot(page, f"chat-toast-{width}")
