@@ -11,6 +11,9 @@ def test_an_integer_in_list_is_one_array_and_finds_what_in_finds(owner, thread):
     assert "= ANY(%s::bigint[])" in sql and " IN " not in sql
     assert params == (owner.pk, sorted([a.pk, c.pk]))
     assert sorted(mine.filter(pk__in=[c.pk, a.pk, None]).values_list("pk", flat=True)) == [a.pk, c.pk]
+    # Plain ints skip Django's per-value preparation, with the same parameters and rows.
+    assert mine.filter(pk__in=(c.pk, a.pk, c.pk)).query.sql_with_params()[1] == (owner.pk, sorted([a.pk, c.pk]))
+    assert sorted(mine.filter(pk__in=(c.pk, a.pk, c.pk)).values_list("pk", flat=True)) == [a.pk, c.pk]
     assert list(mine.exclude(pk__in={a.pk, c.pk}).values_list("pk", flat=True)) == [b.pk]
     # Values Django converts (a string id) are integers by then; nothing to match matches nothing.
     assert list(mine.filter(pk__in=[str(b.pk)]).values_list("pk", flat=True)) == [b.pk]
