@@ -17,6 +17,7 @@ from chat import selectors as chat_selectors
 from chat.serializers import MessageSerializer, ThreadSerializer
 from dellm_site.api import CostThrottle, LinkHeaderPagination, errors, validated
 from dellm_site.errors import ValidationFailed
+from dellm_site.renderers import FastJSONRenderer
 from dellm_site.types import AuthenticatedRequest, User
 from provenance import selectors, services
 from provenance.models import DeletionRequest
@@ -222,6 +223,8 @@ class DependentPathView(APIView):
 class GraphView(APIView):
     throttle_classes = [CostThrottle]
     throttle_scopes = {"GET": "graph"}
+    # The window is plain JSON of up to a few MB (10,000 messages: 4 MB).
+    renderer_classes = [FastJSONRenderer]
 
     @extend_schema(
         parameters=[GraphQuerySerializer],
