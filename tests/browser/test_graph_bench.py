@@ -80,6 +80,14 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     )
     assert explorer(page, pointing_back) == 0
     screenshot(page, "graph-2000")
+    # A reply written after tool results is known from the answer's edges, not from Cytoscape's (it has none here).
+    used_tools = page.evaluate(
+        """() => import('/static/js/graph/elements.js').then(({ toElements }) => toElements({
+            nodes: [1, 2, 3].map((id) => ({ data: { id, seq: id, role: id === 2 ? 'tool' : 'assistant', label: '' } })),
+            edges: [[1, 2], [2, 3]].map(([source, target]) => ({ data: { source, target, signal: 'tool' } })),
+        }).nodes.map((node) => node.data.used_tools))"""
+    )
+    assert used_tools == [False, False, True]
 
     # Interactive: find a message by number, open it, preview its Dep.
     target = messages[100]
@@ -99,19 +107,41 @@ def test_graph_of_2000_messages_renders_and_responds(open_page, transactional_db
     panel.get_by_role("button", name="Clear preview").click()
     assert explorer(page, "x.edgeLayer.highlightedCount()") == 0
 
-    # Focused on one message, its neighbourhood's edges are Cytoscape's again (and the layer steps aside).
+    # Focused on one message during its preview, its neighbourhood's edges are Cytoscape's again (the layer
+    # steps aside), red among Dep(m) and faded elsewhere, as in a small graph.
+    panel.get_by_role("button", name="Preview delete").click()
+    panel.locator(".preview-summary").wait_for()
     panel.get_by_role("button", name="Focus neighbourhood").click()
     edges = ContextEdge.objects.filter(owner=owner)
     near = {target.pk, *edges.filter(source=target).values_list("target", flat=True)}
     near |= set(edges.filter(target=target).values_list("source", flat=True))
-    touching = edges.filter(Q(source__in=near) | Q(target__in=near)).count()
-    assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.canvas.hidden]") == [touching, True]
+    touching = edges.filter(Q(source__in=near) | Q(target__in=near))
+    assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.canvas.hidden]") == [touching.count(), True]
+    dep_edges = touching.filter(source__in=members, target__in=members).count()
+    assert explorer(page, "x.cy.edges('.dep').size()") == dep_edges
+    assert explorer(page, "x.cy.edges().every((edge) => edge.hasClass('dep') !== edge.hasClass('faded'))")
     screenshot(page, "graph-2000-focus")
+    # Deleted from the focused view: the whole graph comes back without those messages and their edges,
+    # each edge still drawn between its nodes' places in the whole graph.
+    panel.get_by_role("button", name=f"Delete {len(members)} messages…").click()
+    dialog = page.get_by_role("dialog", name=f"Delete {len(members)} messages?")
+    dialog.get_by_role("button", name=f"Delete {len(members)} messages").click()
+    expect(page.locator(".toast-success")).to_contain_text(f"{len(members)} messages deleted")
+    page.wait_for_function(
+        f"() => document.querySelector('[data-graph-page]').explorer.cy.nodes().size() === {MESSAGES - len(members)}"
+    )
     page.get_by_role("button", name="Show whole graph").click()
     assert explorer(page, "[x.cy.edges().size(), x.edgeLayer.canvas.hidden]") == [0, False]
+    remaining = edges.exclude(source__in=members).exclude(target__in=members).count()
+    misplaced = (
+        "x.edgeLayer.edges.filter((edge, i) => { const c = x.edgeLayer.coords, s = x.node(edge.data.source).position(),"
+        " t = x.node(edge.data.target).position(); return Math.hypot(c[i*4] - s.x, c[i*4+1] - s.y, c[i*4+2] - t.x,"
+        " c[i*4+3] - t.y) > 0.01; }).length"
+    )
+    assert explorer(page, f"[x.edgeLayer.count, {misplaced}]") == [remaining, 0]
 
     # Zoomed in: the nodes in view get their labels, and a click on one selects it.
-    clicked = messages[-1]
+    clicked = next(message for message in reversed(messages) if message.pk not in members)
     # The preview's fit of Dep is a 250 ms animation: begun before the zoom below, it would end where it was going,
     # zoomed out past the labels (a quiet machine gets here first).
     page.wait_for_function("() => !document.querySelector('[data-graph-page]').explorer.cy.animated()")

@@ -20,7 +20,7 @@ export function toolStepBadge(kind) {
 export function toolStepOf(node) {
   if (!node?.length) return null;
   if (node.data("tool_step")) return node.data("tool_step");
-  return node.data("role") === "assistant" && node.incomers('edge[signal = "tool"]').length ? "answer" : null;
+  return node.data("used_tools") ? "answer" : null;
 }
 
 // The sentence a deletion preview shows when tool steps are among what goes.

@@ -253,10 +253,13 @@ async function deleteMessage(x, message, preview, choices) {
     for (const node of removed) node.data("status", done.mode === "purge" ? "purged" : "deleted");
   } else {
     const gone = x.cy.collection(removed);
+    const { cy, edgeLayer } = x;
     gone.addClass("leaving");
     setTimeout(() => {
+      // A graph loaded meanwhile (Undo, a filter) is drawn from the server's answer: nothing to remove.
+      if (x.cy !== cy) return;
       gone.remove();
-      x.edgeLayer?.drop(gone.map((node) => node.id()));
+      edgeLayer?.drop(gone.map((node) => node.id()));
       showStats(x);
     }, 260);
   }

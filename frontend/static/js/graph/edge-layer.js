@@ -24,15 +24,17 @@ export class EdgeLayer {
     container.prepend(this.canvas);
     this.members = null;
     this.frame = 0;
+    // The whole graph's positions, read once: a focused view moves some nodes for a while.
+    this.at = new Map();
+    cy.nodes().forEach((node) => this.at.set(node.id(), { ...node.position() }));
     this.build();
     this.redraw = () => this.schedule();
     cy.on("viewport resize", this.redraw);
   }
 
-  // Each edge's ends (x1, y1, x2, y2 in `coords`) and look, from the nodes' positions in Cytoscape.
+  // Each edge's ends (x1, y1, x2, y2 in `coords`) and look, from the nodes' positions.
   build() {
-    const at = new Map();
-    this.cy.nodes().forEach((node) => at.set(node.id(), node.position()));
+    const at = this.at;
     this.edges = this.edges.filter((edge) => at.has(edge.data.source) && at.has(edge.data.target));
     this.coords = new Float32Array(this.edges.length * 4);
     this.looks = this.edges.map((edge, index) => {
@@ -41,7 +43,7 @@ export class EdgeLayer {
       return edgeLook(edge.data);
     });
     this.paths = this.pathsOf(() => true);
-    this.depPaths = null;
+    this.depPaths = this.members ? this.pathsOf((index) => this.isDep(index)) : null;
     this.schedule();
   }
 
@@ -79,7 +81,8 @@ export class EdgeLayer {
     return this.members ? this.edges.filter((_, index) => this.isDep(index)).length : 0;
   }
 
-  // The edges touching the node or its neighbours (Cytoscape's closedNeighborhood twice), as elements to add.
+  // The edges touching the node or its neighbours (Cytoscape's closedNeighborhood twice), as elements to
+  // add, with the classes a preview gives edges (faded, or dep among its members).
   neighbourhood(id) {
     const key = String(id);
     const near = new Set([key]);
@@ -87,13 +90,17 @@ export class EdgeLayer {
       if (edge.data.source === key) near.add(edge.data.target);
       if (edge.data.target === key) near.add(edge.data.source);
     }
-    return this.edges.filter((edge) => near.has(edge.data.source) || near.has(edge.data.target));
+    return this.edges
+      .filter((edge) => near.has(edge.data.source) || near.has(edge.data.target))
+      .map((edge) => {
+        const among = this.members?.has(edge.data.source) && this.members.has(edge.data.target);
+        return { group: "edges", data: edge.data, classes: this.members ? (among ? "dep" : "faded") : "" };
+      });
   }
 
-  // Forgets the edges of removed nodes (ids as Cytoscape's strings).
+  // Forgets removed nodes and their edges (ids as Cytoscape's strings).
   drop(ids) {
-    const gone = new Set(ids);
-    this.edges = this.edges.filter((edge) => !gone.has(edge.data.source) && !gone.has(edge.data.target));
+    for (const id of ids) this.at.delete(id);
     this.build();
   }
 

@@ -170,7 +170,7 @@ export function focusOn(x, id) {
     // A big graph's edges are the layer's: the neighbourhood's become elements while it is in focus.
     x.edgeLayer.hide(true);
     x.focusEdges?.remove();
-    x.focusEdges = x.cy.add(x.edgeLayer.neighbourhood(id).map((edge) => ({ group: "edges", data: edge.data })));
+    x.focusEdges = x.cy.add(x.edgeLayer.neighbourhood(id));
   }
   const near = node.closedNeighborhood().closedNeighborhood();
   x.cy.elements().addClass("outside");
