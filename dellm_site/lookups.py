@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import lookups
+from django.core.exceptions import FieldError
+from django.db.models import IntegerField, lookups
 from django.db.models.expressions import ColPairs
 from django.db.models.fields.related_lookups import RelatedIn
 
@@ -60,6 +61,16 @@ class ArrayIn(_IntegerArray):
 
 
 class RelatedArrayIn(_IntegerArray, RelatedIn):
+    def get_prep_lookup(self) -> Any:
+        # A key to a column that is not an integer (or to several) converts each value its way: Django's.
+        try:
+            target = self.lhs.output_field.target_field
+        except (AttributeError, FieldError):
+            target = None
+        if not isinstance(target, IntegerField):
+            return RelatedIn.get_prep_lookup(self)
+        return super().get_prep_lookup()
+
     def _integers(self) -> list[int] | None:
         # A composite key compares tuples (Django's TupleIn).
         return None if isinstance(self.lhs, ColPairs) else super()._integers()

@@ -2,9 +2,11 @@
 
 The graph window of 10,000 messages and their 20,000 edges is 4 MB of JSON;
 DRF's renderer (the standard library's encoder) took 70-77 ms to write it,
-orjson 4-7 ms, the same bytes (lab/README.md, "The graph page"). A body
-orjson cannot write as DRF would (a lazy translation string, a key that is
-not a string) is written by DRF's own renderer.
+orjson 4-7 ms, the same JSON (lab/README.md, "The graph page"; orjson
+leaves U+2028 and U+2029 unescaped, which JSON allows, and writes a NaN
+score as null where DRF's renderer failed). A body orjson cannot write (a
+lazy translation string, a key that is not a string) is written by DRF's
+own renderer.
 """
 
 from typing import Any
