@@ -43,6 +43,11 @@ class ToolCallSerializer(serializers.Serializer):
     arguments = serializers.CharField(help_text="The call's arguments as the model wrote them (JSON text).")
 
 
+class ExpirySerializer(serializers.Serializer):
+    deletion = serializers.IntegerField(help_text="The scheduled deletion (`GET /api/deletions/{id}/`).")
+    at = serializers.DateTimeField(help_text="When it fires (a worker runs due expiries within about 30 s).")
+
+
 class MessageSerializer(serializers.ModelSerializer):
     """A stored message; `context` and `derived` are its provenance edges."""
 
@@ -72,6 +77,9 @@ class MessageSerializer(serializers.ModelSerializer):
         help_text="When it was said: an imported message's time in the tool it came from, else `created_at` "
         "(the time its prompt shows and its retrieval ranks by).",
     )
+    expiry = serializers.SerializerMethodField(
+        help_text="An `expiring` message: the scheduled deletion that will take it first, and when; null otherwise."
+    )
     imported_from = serializers.SerializerMethodField(
         help_text="The tool it was imported from (chatgpt, claude, dellm, jsonl); null for DeLLM's own. "
         "An imported reply derives from every earlier message of its conversation: its real provenance is unknown."
@@ -88,6 +96,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "status",
             "created_at",
             "said_at",
+            "expiry",
             "context",
             "derived",
             "context_detail",
@@ -113,6 +122,12 @@ class MessageSerializer(serializers.ModelSerializer):
         # metaclass moves declared fields off the class.)
         staff = bool(self.context.get("staff"))  # type: ignore[attr-defined]
         return message.status == Message.Status.PURGED or (staff and not message.is_live)
+
+    @extend_schema_field(ExpirySerializer(allow_null=True))
+    def get_expiry(self, message: Message) -> dict[str, Any] | None:
+        if message.status != Message.Status.EXPIRING or message.expires_at is None or message.deleted_by_id is None:
+            return None
+        return dict(ExpirySerializer({"deletion": message.deleted_by_id, "at": message.expires_at}).data)
 
     # The calls and the id they answer are the model's words, hidden as `content` is.
     @extend_schema_field(ToolCallSerializer(many=True, allow_null=True))

@@ -1,7 +1,7 @@
 """Deletions, dependents, graph and export over HTTP."""
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -78,14 +78,21 @@ def test_purge_empties_content_and_is_shown_empty(api, thread):
 
 
 def test_expire_is_scheduled(api, thread):
-    a, *_ = chain(thread)
+    a, b, *_ = chain(thread)
     at = (timezone.now() + timedelta(days=1)).isoformat()
     preview = api.post("/api/deletions/", {"select": {"ids": [a.pk]}, "mode": "expire", "expire_at": at}, format="json")
     assert preview.status_code == 201
     done = api.post(f"/api/deletions/{preview.json()['id']}/confirm/").json()
     assert done["status"] == "scheduled"
     assert a.pk in [m["id"] for m in api.get("/api/messages/").json()["results"]]
-    assert api.get(f"/api/messages/{a.pk}/").json()["status"] == "expiring"
+    shown = api.get(f"/api/messages/{a.pk}/").json()
+    assert shown["status"] == "expiring"
+    # The expiry that will take it, and when: the chat page takes it off once that deletion has run.
+    assert shown["expiry"]["deletion"] == done["id"]
+    assert datetime.fromisoformat(shown["expiry"]["at"]) == datetime.fromisoformat(at)
+    assert api.get(f"/api/messages/{b.pk}/").json()["expiry"] is None
+    api.post(f"/api/deletions/{done['id']}/cancel/")
+    assert api.get(f"/api/messages/{a.pk}/").json()["expiry"] is None
 
 
 def test_selection_matching_nothing_previews_total_zero(api, thread):

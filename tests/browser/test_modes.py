@@ -1,13 +1,17 @@
 """The other deletion modes and a failed reply, through the browser app with a real worker."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from chat.models import Message, Turn
+from provenance import services
 from provenance.models import DeletionRequest
 from tests.browser.pages import ask_to_forget, click_node, screenshot, send, wait_graph_ready
+from tests.factories import make_edge, make_message, make_thread
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -122,3 +126,24 @@ def test_expire_from_the_chat_card_schedules_and_refuses_a_past_time(signed_in):
     row = page.locator(f"tr[data-deletion='{scheduled.pk}']")
     expect(row.locator(".outcome")).to_have_text("Scheduled.")
     expect(row.locator("[data-label='Status'] time")).to_have_count(1)
+
+
+def test_an_expired_message_leaves_the_open_chat_page(signed_in):
+    page = signed_in("gwen")
+    user = User.objects.get(username="gwen")
+    thread = make_thread(user, "Plans")
+    fact = make_message(thread, "My locker code is 4321.")
+    reply = make_message(thread, "Noted: 4321.", role="assistant")
+    make_edge(fact, reply)
+    kept = make_message(thread, "I like tea.")
+    deletion = services.deletion_preview(
+        owner=user, actor=user, mode="expire", ids=[fact.pk], expire_at=timezone.now() + timedelta(seconds=5)
+    )
+    services.deletion_confirm(deletion_id=deletion.pk, owner_id=user.pk, confirmed_by=user)
+    page.goto(f"/?thread={thread.pk}")
+    expect(page.locator(f"#m-{fact.pk} .badge-scheduled")).to_have_text("expiring")
+    # The worker fires it at its time; the open page reads the deletion then and takes Dep(m) off, no reload.
+    expect(page.locator(f"#m-{fact.pk}")).to_have_count(0, timeout=30_000)
+    expect(page.locator(f"#m-{reply.pk}")).to_have_count(0)
+    expect(page.locator(f"#m-{kept.pk}")).to_be_visible()
+    assert set(Message.objects.filter(pk__in=[fact.pk, reply.pk]).values_list("status", flat=True)) == {"purged"}

@@ -4,6 +4,7 @@
 import { api } from "../api.js";
 import { deletionCard } from "../deletion-card.js";
 import { plural, toast } from "../dom.js";
+import { watchExpiry } from "./expiry.js";
 import { messageItem, removeMessages, scrollToEnd, updateEmpty } from "./messages.js";
 import { rewriteInPlace } from "./rewrites.js";
 import { page, state } from "./state.js";
@@ -22,6 +23,8 @@ export function forgetCard(deletion, thread) {
   const card = deletionCard(deletion, {
     deletionsUrl: page.deletionsUrl,
     onDeleted: (done, ids) => {
+      // A scheduled expiry takes its messages off the page when it has fired.
+      if (done.status === "scheduled") watchExpiry({ expiry: { deletion: done.id, at: done.expire_at } }, removeMessages);
       // Rewrites take their originals' places before the rest leaves.
       rewriteInPlace(done);
       removeMessages(ids);

@@ -3,6 +3,7 @@
 import { el, replaceChildren, timeEl } from "../dom.js";
 import { importedBadge } from "../imported.js";
 import { roleLabel } from "../model.js";
+import { watchExpiry } from "./expiry.js";
 import { memoryChips } from "./memory-chips.js";
 import { page, state } from "./state.js";
 
@@ -77,6 +78,7 @@ export function messageItem(message, questionId = null) {
     ),
     toolStep ? toolStepBody(message) : el("div", { class: "msg-body" }, message.content),
   );
+  if (message.status === "expiring") watchExpiry(message, removeMessages);
   if (toolStep) item.classList.add("msg-tool-step");
   if (message.imported_from) item.classList.add("msg-imported");
   if (message.imported_from && !mine) {
