@@ -6,8 +6,9 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Func, OuterRef, Q, QuerySet
 from django.db.models.functions import JSONObject, Substr
 
 from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, MemoryRead, Message, Thread, Turn
@@ -458,6 +459,41 @@ def graph_edges(*, owner: User, nodes: QuerySet[Message] | list[int]) -> QuerySe
         .only("id", "source_id", "target_id", "rank", "score", "signal")
         .order_by("target_id", "rank", "source_id")
     )
+
+
+class _OwnWords(Func):
+    """A message's own words: weight A of its search vector (its context's words are B, chat/index_context.py)."""
+
+    function = "ts_filter"
+    template = "%(function)s(%(expressions)s, '{a}')"
+    output_field = SearchVectorField()
+
+
+def graph_find(
+    *,
+    owner: User,
+    q: str,
+    thread_id: int | None = None,
+    include_deleted: bool = False,
+    before: int | None = None,
+    limit: int,
+) -> list[int]:
+    """Ids of the messages of `graph_window`'s window (the same filters) whose own words match `q`.
+
+    `q` is web search syntax (english config), as `GET /api/messages/?q=`; a
+    message's context words (its previous turn, speaker, date) do not count:
+    Find shows what a message says. The GIN index reads the matches; the
+    window is the newest `limit` messages, as the graph draws them.
+    """
+    nodes = graph_nodes(owner=owner, thread_id=thread_id, include_deleted=include_deleted)
+    if before is not None:
+        nodes = nodes.filter(seq__lt=before)
+    lowest = next(iter(nodes.order_by("-seq").values_list("seq", flat=True)[limit - 1 : limit]), None)
+    query = SearchQuery(q, config="english", search_type="websearch")
+    found = nodes.filter(search=query).annotate(own=_OwnWords("search")).filter(own=query)
+    if lowest is not None:
+        found = found.filter(seq__gte=lowest)
+    return list(found.order_by("seq").values_list("pk", flat=True))
 
 
 class GraphNode(NamedTuple):

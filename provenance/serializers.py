@@ -497,6 +497,18 @@ class GraphQuerySerializer(serializers.Serializer):
     )
 
 
+class GraphFindQuerySerializer(GraphQuerySerializer):
+    q = StrictCharField(
+        max_length=200, help_text="Words to find (web search syntax), among what the window's messages say."
+    )
+
+
+class GraphFindSerializer(serializers.Serializer):
+    ids = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The window's messages whose own words match, in seq order."
+    )
+
+
 class DeletionListQuerySerializer(serializers.Serializer):
     page = serializers.IntegerField(required=False, min_value=1, help_text="Page number (Link header: next, prev).")
     page_size = serializers.IntegerField(

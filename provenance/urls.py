@@ -10,6 +10,7 @@ urlpatterns = [
         name="message-dependent-path",
     ),
     path("graph/", views.GraphView.as_view(), name="graph"),
+    path("graph/find/", views.GraphFindView.as_view(), name="graph-find"),
     path("deletions/", views.DeletionListView.as_view(), name="deletion-list"),
     path("deletions/<int:deletion_id>/", views.DeletionDetailView.as_view(), name="deletion-detail"),
     path("deletions/<int:deletion_id>/confirm/", views.DeletionConfirmView.as_view(), name="deletion-confirm"),

@@ -34,6 +34,8 @@ from provenance.serializers import (
     DependentsSerializer,
     ExportEdgeSerializer,
     ExportSerializer,
+    GraphFindQuerySerializer,
+    GraphFindSerializer,
     GraphQuerySerializer,
     GraphSerializer,
     UndoPreviewSerializer,
@@ -247,6 +249,30 @@ class GraphView(APIView):
             params["before"] = str(window.nodes[0].seq)
             next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
         return Response(graph_body(window, next_url=next_url))
+
+
+class GraphFindView(APIView):
+    """Find in the graph: the window's messages whose own words match (their labels show only the first words)."""
+
+    throttle_classes = [CostThrottle]
+    throttle_scopes = {"GET": "search"}
+
+    @extend_schema(
+        parameters=[GraphFindQuerySerializer],
+        responses={200: GraphFindSerializer, **errors(400, 404, 429)},
+        summary="Find words among what the graph window's messages say",
+    )
+    def get(self, request: AuthenticatedRequest) -> Response:
+        query = validated(GraphFindQuerySerializer, request.query_params)
+        ids = selectors.graph_find(
+            owner=request.user,
+            q=query["q"],
+            thread_id=query.get("thread"),
+            include_deleted=query["include_deleted"],
+            before=query.get("before"),
+            limit=query.get("limit") or settings.DELLM_GRAPH_WINDOW,
+        )
+        return Response(GraphFindSerializer({"ids": ids}).data)
 
 
 class ExportView(APIView):

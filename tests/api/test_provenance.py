@@ -8,7 +8,7 @@ from django.utils import timezone
 from chat.models import Message
 from provenance.models import DeletionRequest
 from provenance.serializers import EdgeDataSerializer, GraphSerializer, NodeDataSerializer
-from tests.factories import make_edge, make_message
+from tests.factories import make_edge, make_message, make_thread
 
 
 def chain(thread):
@@ -188,3 +188,37 @@ def test_export_has_live_messages_edges_and_history_without_deleted_text(api, ow
     assert export["edges"] == [{"source": a.pk, "target": b.pk, "score": 1.0, "rank": 0, "signal": ""}]
     assert [h["deleted"] for h in export["deletions"]] == [[c.pk]]
     assert "You live in Paris" not in str(export)
+
+
+def test_graph_find_matches_what_the_window_s_messages_say(api, thread):
+    fact = make_message(thread, "I live in Paris")
+    # Its index holds the question's words too (its context, weight B): Find does not count those.
+    reply = make_message(thread, "Noted.", role="assistant")
+    make_edge(fact, reply, rank=0, score=1.0)
+    later = make_message(thread, "Tea with milk, two sugars, every morning, and on Sundays at Zanzibar")
+    assert reply.pk in [m["id"] for m in api.get("/api/messages/?q=paris").json()["results"]]
+
+    def find(query: str) -> list[int]:
+        answer = api.get(f"/api/graph/find/?{query}")
+        assert answer.status_code == 200, answer.json()
+        return answer.json()["ids"]
+
+    assert find("q=paris") == [fact.pk]
+    # Past the label's first 40 characters.
+    assert find("q=zanzibar") == [later.pk]
+    assert find("q=paris OR zanzibar") == [fact.pk, later.pk]
+    # The window of the graph's same parameters: the newest message only.
+    assert find("q=paris&limit=1") == [] and find("q=zanzibar&limit=1") == [later.pk]
+    other = make_thread(thread.owner, "Travel")
+    elsewhere = make_message(other, "Paris again")
+    assert find("q=paris") == [fact.pk, elsewhere.pk]
+    assert find(f"q=paris&thread={thread.pk}") == [fact.pk]
+    # Deleted messages only with include_deleted, as the graph shows them; purged ones have no words.
+    preview = api.post("/api/deletions/", {"select": {"ids": [elsewhere.pk]}, "mode": "soft"}, format="json")
+    api.post(f"/api/deletions/{preview.json()['id']}/confirm/")
+    assert find("q=paris") == [fact.pk]
+    assert find("q=paris&include_deleted=true") == [fact.pk, elsewhere.pk]
+    # No words, too many, or another user's thread: a clear error.
+    for query, status in [("", 400), ("q=" + "a" * 201, 400), ("q=paris&thread=999999", 404)]:
+        answer = api.get(f"/api/graph/find/?{query}")
+        assert answer.status_code == status and "error" in answer.json()

@@ -87,3 +87,22 @@ def test_the_graph_opens_and_fits_clear_of_its_legend(open_page, transactional_d
     page.wait_for_function("() => !document.querySelector('[data-graph-page]').explorer.cy.animated()")
     assert nodes_under_legend(page) == 0
     assert explorer(page, "x.cy.zoom()") > 0.5
+
+
+def test_find_reaches_words_past_the_labels(open_page, transactional_db):
+    user = make_user("jade")
+    thread = make_thread(user, "Trips")
+    far = make_message(thread, "We drove for hours through the hills, and at last we reached Zanzibar")
+    make_message(thread, "A short one.")
+    page = open_page()
+    sign_in(page, "jade")
+    page.get_by_role("link", name="Memory graph").click()
+    wait_graph_ready(page)
+    assert "zanzibar" not in explorer(page, f"x.node({far.pk}).data('label')").lower()
+    # Enter at once: no label holds the word, so Find waits for what the messages say.
+    find = page.get_by_role("searchbox", name="Find")
+    find.fill("Zanzibar")
+    find.press("Enter")
+    expect(page.locator(".explorer-panel")).to_contain_text(f"#{far.seq}")
+    assert explorer(page, "x.selected") == far.pk
+    expect(page.locator(".search-count")).to_have_text("1 match")

@@ -131,6 +131,7 @@ def _thread_page(w):
 def _graph(w):
     assert w["api"].get("/api/graph/").status_code == 200
     assert w["api"].get(f"/api/graph/?thread={w['thread'].pk}&include_deleted=true").status_code == 200
+    assert w["api"].get("/api/graph/find/?q=paris&limit=2").status_code == 200
 
 
 def _export(w):

@@ -95,6 +95,9 @@ export const api = {
   dependents: (id) => get(`/api/messages/${id}/dependents/`),
   graph: ({ thread, includeDeleted } = {}) =>
     get(`/api/graph/${query({ thread, include_deleted: includeDeleted ? "true" : "" })}`),
+  // The ids of the same window's messages whose own words match `q`.
+  graphFind: ({ thread, includeDeleted } = {}, q) =>
+    get(`/api/graph/find/${query({ q, thread, include_deleted: includeDeleted ? "true" : "" })}`),
   // The newest page of the history (the list is paginated: Link header for more).
   deletions: () => get("/api/deletions/?page_size=200"),
   deletion: (id) => get(`/api/deletions/${id}/`),

@@ -21,6 +21,7 @@ function graph(filters) {
 const explorer = new GraphExplorer(host, {
   source: {
     graph,
+    find: (filters, words) => api.graphFind(filters, words).then((found) => found.ids),
     threads: () => api.threads(),
     message: (id) => api.message(id),
     dependents: (id) => api.dependents(id),

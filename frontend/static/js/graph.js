@@ -5,7 +5,8 @@
 //
 // `source` supplies the data: graph({thread, includeDeleted}) -> Cytoscape
 // elements as /api/graph/ returns them, message(id), dependents(id), and
-// optionally threads(); unless `readOnly`, also previewDeletion(body),
+// optionally threads() and find(filters, words) -> the ids of the window's
+// messages that say those words; unless `readOnly`, also previewDeletion(body),
 // confirmDeletion(id) and undoDeletion(id). `links.chat(message)` and
 // `links.deletions` make the panel's links. The chat app passes the /api/
 // client; a staff page can pass its own per-user source with readOnly: true.
