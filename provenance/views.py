@@ -222,6 +222,16 @@ class DependentPathView(APIView):
         return Response(DependentPathSerializer({"root": message_id, "id": dependent_id, "path": path}).data)
 
 
+def _window_params(query: dict[str, Any]) -> dict[str, Any]:
+    """The graph window a validated GraphQuerySerializer names: the graph and its Find read the same one."""
+    return {
+        "thread_id": query.get("thread"),
+        "include_deleted": query["include_deleted"],
+        "before": query.get("before"),
+        "limit": query.get("limit") or settings.DELLM_GRAPH_WINDOW,
+    }
+
+
 class GraphView(APIView):
     throttle_classes = [CostThrottle]
     throttle_scopes = {"GET": "graph"}
@@ -236,12 +246,7 @@ class GraphView(APIView):
     def get(self, request: AuthenticatedRequest) -> Response:
         query = validated(GraphQuerySerializer, request.query_params)
         window = selectors.graph_window(
-            owner=request.user,
-            thread_id=query.get("thread"),
-            include_deleted=query["include_deleted"],
-            before=query.get("before"),
-            limit=query.get("limit") or settings.DELLM_GRAPH_WINDOW,
-            max_edges=settings.DELLM_GRAPH_MAX_EDGES,
+            owner=request.user, max_edges=settings.DELLM_GRAPH_MAX_EDGES, **_window_params(query)
         )
         next_url = None
         if window.older:
@@ -264,14 +269,7 @@ class GraphFindView(APIView):
     )
     def get(self, request: AuthenticatedRequest) -> Response:
         query = validated(GraphFindQuerySerializer, request.query_params)
-        ids = selectors.graph_find(
-            owner=request.user,
-            q=query["q"],
-            thread_id=query.get("thread"),
-            include_deleted=query["include_deleted"],
-            before=query.get("before"),
-            limit=query.get("limit") or settings.DELLM_GRAPH_WINDOW,
-        )
+        ids = selectors.graph_find(owner=request.user, q=query["q"], **_window_params(query))
         return Response(GraphFindSerializer({"ids": ids}).data)
 
 
