@@ -70,3 +70,56 @@ def messages_index_embed(
             missing_only=missing_only,
         )
     return stored
+
+
+def own_index_vector(content: str) -> list[float] | None:
+    """The index vector of a memory message about to be stored, where its own words alone decide it; else None.
+
+    That is with TURN_VECTOR_WEIGHT = 0 (`index_vector`): a door then stores
+    the message with its vector (the writer keeps a vector it is given), and
+    saves the read and the write of `messages_index_embed` after its
+    transaction. With a turn weight the vector needs the previous turn, which
+    only the stored row has: None, and the door embeds the row once stored.
+    """
+    if TURN_VECTOR_WEIGHT or not content:
+        return None
+    return get_embedder().embed([content])[0]
+
+
+def _memory_unembedded(message: Message) -> bool:
+    """`messages_index_embed`'s filter (with `missing_only`), for a row in hand."""
+    return (
+        message.embedding is None
+        and message.tool_calls is None
+        and message.status != Message.Status.PURGED
+        and message.role not in (Message.Role.SYSTEM, Message.Role.TOOL)
+        and message.content != ""
+    )
+
+
+def message_index_embed(message: Message) -> None:
+    """Give a loaded message its index vector now if it has none: `messages_index_embed` for a row in hand.
+
+    A turn's question is embedded this way before its context is retrieved.
+    With TURN_VECTOR_WEIGHT = 0 the index vector is the own words' alone
+    (`index_vector`), so the row says all: one embedding and one conditional
+    UPDATE, stored only if the row's content and index sources are still the
+    loaded ones, and the row takes its vector without being read again (read
+    again if a write came first). With a turn weight, `messages_index_embed`
+    reads the previous turn and the row is read back.
+    """
+    if not _memory_unembedded(message):
+        return
+    if TURN_VECTOR_WEIGHT:
+        messages_index_embed(owner_id=message.owner_id, ids=[message.pk])
+        message.refresh_from_db(fields=["embedding", "embedding_model", "status", "content", "index_sources"])
+        return
+    vector = own_index_vector(message.content)
+    if vector is None:
+        return
+    model = settings.DELLM_EMBEDDING_MODEL
+    rows = [(message.pk, message.content, message.index_sources, vector)]
+    if messages_index_embeddings_set(owner_id=message.owner_id, rows=rows, model=model, missing_only=True):
+        message.embedding, message.embedding_model = vector, model
+    else:
+        message.refresh_from_db(fields=["embedding", "embedding_model", "status", "content", "index_sources"])

@@ -223,37 +223,67 @@ vec AS MATERIALIZED (
 # fact: QUESTION_WEIGHT): "What is the name of Kira's dog?" shares only "dog"
 # with "My dog Biscuit chewed ...", because "name" and "Kira" are in earlier
 # questions alone, and that was 0.34 of the whole weight, under the floor.
-# Each match carries which terms it holds (`held`) and whether it is a past question (`asked`).
+# Each match carries which terms it holds (`held`, or `hits`) and whether it is a past question (`asked`).
 _REACH = """reach AS MATERIALIZED (
     SELECT coalesce(nullif(sum(t.idf), 0), %(mass)s::float8) AS mass FROM terms t
-    WHERE EXISTS (SELECT FROM {matches} l WHERE NOT l.asked AND t.i = ANY(l.held))
+    WHERE EXISTS (SELECT FROM {matches} l WHERE NOT l.asked AND {holds})
 )"""
 _ASKED = f"{ASKED} AS asked"
 _HELD = "ARRAY(SELECT t.i FROM terms t WHERE m.search @@ t.q) AS held"
 
+# The lexical signal's matches carry, per term (in `terms` order), `hits`: 2
+# where the message's own words hold it, 1 where only its context does, else
+# 0; each term is an expression of its own, spelt out for the question's
+# number of terms (`_lexical_sql`), not a sub-select over `terms`: a
+# sub-select run per matched row was most of the signal's cost (3 ms of 4 at
+# 750 matches). `matched`, the IDF they hold (context at CONTEXT_WEIGHT), is
+# summed from `hits` the same way.
 _LEXICAL_CTE = f"""
 terms AS MATERIALIZED (
-    SELECT lexeme::tsquery AS q, (lexeme || ':A')::tsquery AS own, idf, i
-    FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) WITH ORDINALITY AS t(lexeme, idf, i)
+    SELECT idf, i FROM unnest(%(idf)s::float8[]) WITH ORDINALITY AS t(idf, i)
 ), lexmatch AS MATERIALIZED (
-    SELECT m.id, m.owner_id, m.seq, length(m.search) AS len, {_ASKED}, {_HELD},
-           (SELECT sum(t.idf * CASE WHEN m.search @@ t.own THEN 1 ELSE %(context_weight)s::float8 END)
-            FROM terms t WHERE m.search @@ t.q) AS matched
+    SELECT m.id, m.owner_id, m.seq, length(m.search) AS len, {_ASKED}, __HITS__ AS hits
     FROM chat_message m
     WHERE %(has_terms)s AND m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND m.id <> %(exclude)s
       AND m.role <> %(system)s AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
-), {_REACH.format(matches="lexmatch")}, lexscored AS MATERIALIZED (
+), {_REACH.format(matches="lexmatch", holds="l.hits[t.i] > 0")}, lexsum AS (
     -- The owner filter is applied again here, past the CTE's fence: the one
     -- in lexmatch is there to read the owner's partition only (the owner
     -- token already selects the rows in the GIN index).
+    SELECT id, seq, len, __MATCHED__ AS matched FROM lexmatch WHERE owner_id = %(owner)s
+), lexscored AS MATERIALIZED (
     SELECT id, seq, matched / (SELECT mass FROM reach) AS lshare,
            matched * %(bm25_top)s::float8 / (%(bm25_base)s::float8 + %(bm25_per_lexeme)s::float8 * len) AS bm25
-    FROM lexmatch WHERE owner_id = %(owner)s
+    FROM lexsum
 ), lrank AS MATERIALIZED (
     SELECT id, seq, lshare, bm25, row_number() OVER (ORDER BY bm25 DESC, seq DESC) AS lr
     FROM lexscored ORDER BY bm25 DESC, seq DESC LIMIT %(candidates)s
 )"""
+
+
+def _lexical_sql(sql: str, terms: int) -> str:
+    """`sql` (over `_LEXICAL_CTE`) spelt out for this many terms; their parameters are `_term_params`'."""
+    hits = ", ".join(
+        f"CASE WHEN m.search @@ %(q{i})s::tsquery THEN CASE WHEN m.search @@ %(own{i})s::tsquery THEN 2 ELSE 1 END"
+        " ELSE 0 END"
+        for i in range(terms)
+    )
+    matched = " + ".join(
+        f"CASE hits[{i + 1}] WHEN 2 THEN %(idf{i})s::float8 WHEN 1 THEN %(idf{i})s::float8 * %(context_weight)s::float8"
+        " ELSE 0 END"
+        for i in range(terms)
+    )
+    return sql.replace("__HITS__", f"ARRAY[{hits}]::int[]").replace("__MATCHED__", f"({matched or '0'})::float8")
+
+
+def _term_params(terms: QueryTerms) -> dict[str, Any]:
+    """Each term's lexeme (as a query of any weight, and of the own words' weight 'A') and IDF, for `_lexical_sql`."""
+    params: dict[str, Any] = {}
+    for i, (lexeme, idf) in enumerate(zip(terms.lexemes, terms.idf, strict=True)):
+        params |= {f"q{i}": f"'{lexeme}'", f"own{i}": f"'{lexeme}':A", f"idf{i}": idf}
+    return params
+
 
 _FUSED_SQL = f"""
 WITH {_VECTOR_CTE}, {_LEXICAL_CTE}, fused AS MATERIALIZED (
@@ -342,9 +372,9 @@ def hybrid_retrieve(
         "k": k,
         "threshold": threshold,
         "lexical_floor": lexical_floor,
-        "lexemes": terms.lexemes,
         "context_weight": CONTEXT_WEIGHT,
         "idf": terms.idf,
+        **_term_params(terms),
         "mass": terms.mass or 1.0,
         # An empty tsquery matches nothing (PostgreSQL notices, does not fail).
         # No words to match: the lexical side is skipped (a constant false).
@@ -361,7 +391,7 @@ def hybrid_retrieve(
     cues = with_anchors(time_cues(text, asked_at or timezone.now()), owner_id=owner_id, exclude_id=exclude_id)
     # A question that speaks of time re-ranks a wider pool (time_rerank).
     params["k"] = max(k, TIME_POOL) if cues.any else k
-    sql = _LEXICAL_SQL if signals == "lexical" else _FUSED_SQL
+    sql = _lexical_sql(_LEXICAL_SQL if signals == "lexical" else _FUSED_SQL, len(terms.lexemes))
     sql = sql.replace("__EMBEDDING__", embedding_cast(dim) if query is not None and dim else "embedding")
     with vector_query_cursor(probes=probes) as cursor:
         cursor.execute(sql, params)
@@ -521,7 +551,7 @@ WITH terms AS MATERIALIZED (
     WHERE m.owner_id = %(owner)s AND m.status = ANY(%(live)s) AND NOT (m.id = ANY(%(exclude)s)) AND m.role <> %(system)s
       AND m.role <> %(tool)s AND m.tool_calls IS NULL
       AND {OWNER_SEARCH} @@ %(tsquery)s::tsquery
-), {_REACH.format(matches="matches")}
+), {_REACH.format(matches="matches", holds="t.i = ANY(l.held)")}
 SELECT m.id, r.mass FROM reach r
 LEFT JOIN matches m ON m.owner_id = %(owner)s AND m.matched / coalesce(%(reach)s::float8, r.mass) >= %(floor)s::float8
 """

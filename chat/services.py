@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from chat.indexing import messages_index_embed
+from chat.indexing import message_index_embed, messages_index_embed, own_index_vector
 from chat.llm import Answer, ContextItem, ToolStep, get_responder
 from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
 from chat.selectors import context_retrieve
@@ -125,16 +125,6 @@ def _enqueue_turn(turn_id: int, owner_id: int) -> None:
     turn_run_task.delay(turn_id=turn_id, owner_id=owner_id)
 
 
-def message_embed(*, message_id: int, owner_id: int) -> Message | None:
-    """Compute and store a message's index vector if it is missing (idempotent; `chat.indexing`)."""
-    message = Message.objects.filter(owner_id=owner_id, pk=message_id).first()
-    if message is None or message.embedding is not None or not message.is_live:
-        return message
-    messages_index_embed(owner_id=owner_id, ids=[message_id])
-    message.refresh_from_db(fields=["embedding", "embedding_model", "status"])
-    return message
-
-
 class _ContextChanged(Exception):
     pass
 
@@ -172,7 +162,8 @@ def _reply_commit(
     context is rebuilt) or starts after the reply exists (and its Dep
     includes the reply). That is I1. A reply that calls tools carries its
     `tool_calls`; one written after tool results (`results`: their ids, in
-    the order the model saw them) gets a `tool` edge from each.
+    the order the model saw them) gets a `tool` edge from each. The turn is
+    marked done, in its row and on `turn`.
     """
     user_message = turn.user_message
     with transaction.atomic():
@@ -214,9 +205,10 @@ def _reply_commit(
             )
         except SourcesRemoved:
             raise _ContextChanged from None
-        Turn.objects.filter(owner_id=turn.owner_id, pk=turn.pk).update(
-            status=Turn.Status.DONE, reply=reply, error="", updated_at=timezone.now()
-        )
+        done = {"status": Turn.Status.DONE, "reply": reply, "error": "", "updated_at": timezone.now()}
+        Turn.objects.filter(owner_id=turn.owner_id, pk=turn.pk).update(**done)
+    for field, value in done.items():
+        setattr(turn, field, value)
     return reply
 
 
@@ -257,12 +249,16 @@ def turn_run(
     if on_running is not None:
         on_running()
     responder = get_responder()
-    for _ in range(settings.DELLM_TURN_MAX_REBUILDS):
-        message = message_embed(message_id=turn.user_message_id, owner_id=owner_id)
+    message: Message | None = turn.user_message
+    for attempt in range(settings.DELLM_TURN_MAX_REBUILDS):
+        if attempt:
+            # Read again: the context changed, and the question may have gone with it.
+            message = Message.objects.filter(owner_id=owner_id, pk=turn.user_message_id).first()
         if message is None or not message.is_live:
             return turn_fail(
                 turn_id=turn.pk, owner_id=owner_id, error="Your message was deleted before the reply was ready."
             )
+        message_index_embed(message)
         turn.user_message = message
         # Read again on every try: a prompt removed meanwhile fails the turn
         # (it would be removed again with the reply), as a removed question does.
@@ -316,12 +312,13 @@ def turn_run(
         if not text.strip() and not answer.tool_calls:
             text = "(The model returned an empty reply.)"
         try:
-            _reply_commit(
+            reply = _reply_commit(
                 turn=turn,
                 context=context,
                 text=text,
-                # Embedded once committed, with its context (below); a tool call never is.
-                embedding=None,
+                # Its index vector, outside the lock; where that needs the question's
+                # words it is embedded once committed (below). A tool call never is.
+                embedding=None if answer.tool_calls else own_index_vector(text),
                 tool_calls=answer.tool_calls,
                 results=[pk for _, ids in steps for pk in ids],
             )
@@ -337,10 +334,9 @@ def turn_run(
             if on_rebuild is not None:
                 on_rebuild()
             continue
-        turn.refresh_from_db()
-        if turn.reply_id is not None:
+        if reply.embedding is None and not reply.tool_calls:
             # Its index text holds the question it answers (chat/index_context.py); a tool call is not memory.
-            messages_index_embed(owner_id=owner_id, ids=[turn.reply_id])
+            messages_index_embed(owner_id=owner_id, ids=[reply.pk])
         return turn
     return turn_fail(
         turn_id=turn.pk, owner_id=owner_id, error="Memory kept changing while the reply was generated; please retry."

@@ -15,11 +15,12 @@ def planned_cursor(settings: Mapping[str, str | int]) -> Iterator[Any]:
 
     SET LOCAL needs a transaction and lasts until the outermost one ends: in
     an enclosing transaction the settings are reset after the block, so the
-    transaction's later statements do not inherit them (a failed statement's
-    savepoint undoes them).
+    transaction's later statements do not inherit them. There it sets no
+    savepoint: a failed statement leaves the enclosing transaction to roll
+    back whole, settings included.
     """
     nested = connection.in_atomic_block
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute("; ".join(f"SET LOCAL {name} = {value}" for name, value in settings.items()))
         yield cursor
         if nested:

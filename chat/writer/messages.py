@@ -86,6 +86,19 @@ def _next_seq(owner_id: int) -> int:
     return (current or 0) + 1
 
 
+def _next_seq_and_live(owner_id: int, ids: set[int]) -> tuple[int, set[int]]:
+    """`_next_seq` and `_live` in one statement (one message's write, under the owner's lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT coalesce(max(seq), 0) + 1, ARRAY(SELECT id FROM {Message._meta.db_table} "
+            "WHERE owner_id = %(owner)s AND id = ANY(%(ids)s) AND status = ANY(%(live)s)) "
+            f"FROM {Message._meta.db_table} WHERE owner_id = %(owner)s",
+            {"owner": owner_id, "ids": sorted(ids), "live": [str(status) for status in Message.LIVE]},
+        )
+        seq, live = cursor.fetchone()
+    return seq, set(live)
+
+
 def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Message:
     if supplied.role not in Message.Role.values:
         raise ValueError(f"unknown role {supplied.role!r}")
@@ -181,24 +194,29 @@ def message_store(
     the `place` it is shown at. A reply in which the model called tools
     carries its `tool_calls`. Touches the thread's `updated_at`.
     """
-    with transaction.atomic():
+    supplied = Supplied(
+        role=role, content=content, embedding=embedding, embedding_model=embedding_model, tool_calls=tool_calls
+    )
+    message = _row(owner_id=owner_id, thread_id=thread_id, seq=0, supplied=supplied)
+    message.replaces, message.place = replaces, place
+    wanted = {source.id for source in sources}
+    # No savepoint in a caller's transaction: a refusal writes nothing and is
+    # raised once the block is left, so that transaction goes on; an error
+    # while writing leaves it to roll back whole.
+    with transaction.atomic(savepoint=False):
         owner_lock(owner_id)
-        wanted = {source.id for source in sources}
-        missing = wanted - _live(owner_id, wanted)
-        if missing:
-            raise SourcesRemoved(missing)
-        supplied = Supplied(
-            role=role, content=content, embedding=embedding, embedding_model=embedding_model, tool_calls=tool_calls
-        )
-        message = _row(owner_id=owner_id, thread_id=thread_id, seq=_next_seq(owner_id), supplied=supplied)
-        message.replaces, message.place = replaces, place
-        message.save(force_insert=True)
-        _indexes_store(owner_id=owner_id, rows=[message])
-        _edges_insert(
-            owner_id=owner_id,
-            rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
-        )
-        _threads_touch(owner_id=owner_id, thread_ids=[thread_id])
+        message.seq, live = _next_seq_and_live(owner_id, wanted)
+        missing = wanted - live
+        if not missing:
+            message.save(force_insert=True)
+            _indexes_store(owner_id=owner_id, rows=[message])
+            _edges_insert(
+                owner_id=owner_id,
+                rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
+            )
+            _threads_touch(owner_id=owner_id, thread_ids=[thread_id])
+    if missing:
+        raise SourcesRemoved(missing)
     return message
 
 

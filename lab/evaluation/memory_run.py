@@ -106,7 +106,7 @@ def conversation_run(
         for number, question in enumerate(conversation.questions):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
             message = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content=question.text)
-            # Its index text, as a turn embeds its user message (`chat.services.message_embed`).
+            # Its index text, as a turn embeds its user message (`chat.indexing.message_index_embed`).
             messages_index_embed(
                 owner_id=owner.pk, ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", "")
             )
