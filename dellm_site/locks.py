@@ -34,7 +34,7 @@ def owner_lock(owner_id: int) -> None:
     """
     if not connection.in_atomic_block:
         raise RuntimeError("owner_lock() must be called inside transaction.atomic()")
-    if any(isinstance(hook, _Held) and hook.owner_id == owner_id for _, hook, _ in connection.run_on_commit):
+    if any(isinstance(entry[1], _Held) and entry[1].owner_id == owner_id for entry in connection.run_on_commit):
         return
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_OWNER_LOCK_NAMESPACE, owner_id])

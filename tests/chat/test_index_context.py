@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,6 +125,30 @@ def test_a_vector_of_a_text_changed_while_it_was_embedded_is_not_stored(owner):
     assert messages_index_embed(owner_id=owner.pk, ids=[message.pk], embedder=spy) == 0
     assert Message.objects.get(pk=message.pk).embedding is None
     assert messages_index_embed(owner_id=owner.pk, ids=[message.pk]) == 1
+
+
+def test_a_message_in_hand_is_embedded_by_one_statement_and_not_read_back(owner):
+    thread = make_thread(owner)
+    message = Message.objects.get(pk=message_create(thread=thread, role="user", content=BEFORE).pk)
+    with CaptureQueriesContext(connection) as queries:
+        indexing.message_index_embed(message)
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == ["UPDATE"]
+    assert message.embedding == pytest.approx(get_embedder().embed([BEFORE])[0])
+    assert index(message.pk)[1] == pytest.approx(message.embedding)
+
+
+def test_a_message_in_hand_whose_index_changed_meanwhile_keeps_no_stale_vector(owner):
+    thread = make_thread(owner)
+    first, second = (message_create(thread=thread, role="user", content=text) for text in (BEFORE, AFTER))
+    message = Message.objects.get(pk=second.pk)
+    assert message.index_sources == [first.pk]
+    # A write after the row was read: its index is now built from no previous turn.
+    Message.objects.filter(pk=message.pk).update(index_sources=[])
+    indexing.message_index_embed(message)
+    assert (message.embedding, message.index_sources) == (None, [])
+    assert index(message.pk)[1] is None
+    indexing.message_index_embed(message)
+    assert index(message.pk)[1] == pytest.approx(get_embedder().embed([AFTER])[0])
 
 
 @pytest.mark.django_db(transaction=True)

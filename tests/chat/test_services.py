@@ -1,6 +1,10 @@
+import numpy as np
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from chat import services
+from chat.embeddings import get_embedder
 from chat.llm import ContextItem, OfflineResponder
 from chat.models import Message, Turn
 from provenance import services as deletions
@@ -78,6 +82,32 @@ def test_paris_example_forgets_paris_and_keeps_the_rest(owner, thread):
     assert "sushi" in again.reply.content
     where = chat(thread, "Where do I live?")
     assert "Paris" not in where.reply.content
+
+
+# The statements of a turn's run, commit included: 34 before the question was
+# embedded from the row in hand and the reply before its commit (docs/ARCHITECTURE.md, "A chat turn").
+TURN_STATEMENTS = 18
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_stores_both_vectors_in_a_bounded_number_of_statements(owner, thread, monkeypatch):
+    chat(thread, "I live in Paris and work as a nurse.")
+    turn = services.turn_create(thread=thread, content="Where do I live?", enqueue=False)
+
+    def batch_embed(**kwargs):
+        raise AssertionError("a turn's two messages are embedded one by one, not read back in a batch")
+
+    monkeypatch.setattr(services, "messages_index_embed", batch_embed)
+    with CaptureQueriesContext(connection) as queries:
+        done = services.turn_run(turn_id=turn.pk, owner_id=owner.pk)
+    assert (done.status, done.error) == (Turn.Status.DONE, "")
+    statements = [query["sql"] for query in queries.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(statements) <= TURN_STATEMENTS, statements
+    for message in Message.objects.filter(pk__in=[done.user_message_id, done.reply_id]):
+        expected = get_embedder().embed([message.content])[0]
+        assert np.allclose(message.embedding, expected)
+        assert message.embedding_model == get_embedder().model_name
+    assert done.reply.content.startswith("From what you told me")
 
 
 @pytest.mark.django_db(transaction=True)
