@@ -131,27 +131,33 @@ def _owner_tsquery(owner_id: int, lexemes: list[str]) -> str:
 # counted exactly, capped, from the per-owner index (cheap, as it is rare).
 # Removed messages count too: a purged one has no words left, and a
 # soft-deleted one barely moves an IDF. The history size is max(seq): the
-# unique (owner, seq) index answers it without a scan.
+# unique (owner, seq) index answers it without a scan. The window is read
+# once for all lexemes, one count each (spelt out for the question's number
+# of lexemes, `_df_sql`): a sub-select per lexeme re-read it each time.
 _DF_SQL = f"""
-WITH recent AS MATERIALIZED (
+WITH recent AS (
     SELECT search FROM chat_message WHERE owner_id = %(owner)s AND id <> %(exclude)s
     ORDER BY seq DESC LIMIT %(window)s
-), sizes AS MATERIALIZED (
-    SELECT (SELECT count(*) FROM recent) AS w, (SELECT avg(length(search)) FROM recent) AS avg_len,
-           (SELECT coalesce(max(seq), 0) FROM chat_message WHERE owner_id = %(owner)s) AS n
-), terms AS MATERIALIZED (
-    SELECT l.i, l.oq, (SELECT count(*) FROM recent r WHERE r.search @@ l.q) AS wdf
-    FROM unnest(%(queries)s::tsquery[], %(owner_queries)s::tsquery[]) WITH ORDINALITY AS l(q, oq, i)
+), win AS (
+    SELECT count(*) AS w, avg(length(search)) AS avg_len, ARRAY[__COUNTS__]::bigint[] AS wdf FROM recent
+), size AS (
+    SELECT coalesce(max(seq), 0) AS n FROM chat_message WHERE owner_id = %(owner)s
 )
-SELECT t.wdf, s.w, s.n, s.avg_len,
-       CASE WHEN t.wdf = 0 AND s.n > s.w + 1 THEN
+SELECT w.wdf[l.i], w.w, s.n, w.avg_len,
+       CASE WHEN w.wdf[l.i] = 0 AND s.n > w.w + 1 THEN
            (SELECT count(*) FROM (
-               SELECT FROM chat_message WHERE owner_id = %(owner)s AND {OWNER_SEARCH} @@ t.oq LIMIT %(cap)s
+               SELECT FROM chat_message WHERE owner_id = %(owner)s AND {OWNER_SEARCH} @@ l.oq LIMIT %(cap)s
            ) c)
        END AS df
-FROM terms t, sizes s
-ORDER BY t.i
+FROM unnest(%(owner_queries)s::tsquery[]) WITH ORDINALITY AS l(oq, i), win w, size s
+ORDER BY l.i
 """
+
+
+def _df_sql(lexemes: int) -> str:
+    """`_DF_SQL` spelt out for this many lexemes, each a parameter `q<i>`."""
+    counts = ", ".join(f"count(*) FILTER (WHERE search @@ %(q{i})s::tsquery)" for i in range(lexemes))
+    return _DF_SQL.replace("__COUNTS__", counts)
 
 
 def query_terms(*, owner_id: int, text: str, exclude_id: int = 0, budget: int | None = None) -> QueryTerms:
@@ -172,11 +178,11 @@ def query_terms(*, owner_id: int, text: str, exclude_id: int = 0, budget: int | 
             "owner": owner_id,
             "exclude": exclude_id,
             "window": DF_WINDOW,
-            "queries": [f"'{lexeme}'" for lexeme in lexemes],
+            **{f"q{i}": f"'{lexeme}'" for i, lexeme in enumerate(lexemes)},
             "owner_queries": [_owner_tsquery(owner_id, [lexeme]) for lexeme in lexemes],
             "cap": budget + 1,
         }
-        cursor.execute(_DF_SQL, params)
+        cursor.execute(_df_sql(len(lexemes)), params)
         rows = cursor.fetchall()
     own = 1 if exclude_id else 0
     found = []
