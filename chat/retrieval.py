@@ -639,25 +639,27 @@ _NEIGHBOUR_SIDE = """
        AND x.role <> %(system)s AND x.role <> %(tool)s AND x.tool_calls IS NULL
      ORDER BY x.place __DIR__, x.seq DESC LIMIT 1)
 """
-_NEIGHBOURS_OF_SQL = f"""
-WITH matched AS MATERIALIZED (
+_MATCHED = """matched AS MATERIALIZED (
     SELECT id, thread_id, coalesce(place, seq) AS pos
     FROM chat_message WHERE id = ANY(%(ids)s::bigint[]) AND owner_id = %(owner)s
-)
+)"""
+_NEXT_OF = f"""
 SELECT m.id, 1, n.id, n.seq, n.role, n.content, n.status = ANY(%(live)s)
 FROM matched m CROSS JOIN LATERAL (
     SELECT * FROM ({_NEIGHBOUR_SIDE.replace("__CMP__", ">").replace("__DIR__", "ASC")}) s
     ORDER BY pos, seq DESC LIMIT 1
 ) n
-WHERE n.owner_id = %(owner)s
-UNION ALL
+WHERE n.owner_id = %(owner)s"""
+_PREVIOUS_OF = f"""
 SELECT m.id, -1, n.id, n.seq, n.role, n.content, n.status = ANY(%(live)s)
 FROM matched m CROSS JOIN LATERAL (
     SELECT * FROM ({_NEIGHBOUR_SIDE.replace("__CMP__", "<").replace("__DIR__", "DESC")}) s
     ORDER BY pos DESC, seq DESC LIMIT 1
 ) n
-WHERE n.owner_id = %(owner)s
-"""
+WHERE n.owner_id = %(owner)s"""
+# The message after each match; and the one before it too (mode `both`).
+_NEXT_OF_SQL = f"WITH {_MATCHED}{_NEXT_OF}"
+_NEIGHBOURS_OF_SQL = f"WITH {_MATCHED}{_NEXT_OF}\nUNION ALL{_PREVIOUS_OF}"
 
 
 def is_question(text: str) -> bool:
@@ -681,15 +683,14 @@ def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_i
         return items
     if mode not in NEIGHBOUR_MODES:
         raise ValueError(f"Unknown neighbours mode {mode!r}; use one of {', '.join(NEIGHBOUR_MODES)}.")
-    params: dict[str, Any] = {
-        "ids": [item.id for item in items],
-        "owner": owner_id,
-        "live": LIVE,
-        "system": SYSTEM,
-        "tool": TOOL,
-    }
+    # Only the matches whose neighbours may be taken are looked up: in mode
+    # `question`, the questions (often none, and then nothing is read).
+    asking = [item.id for item in items if mode != "question" or is_question(item.content)]
+    if not asking:
+        return items
+    params: dict[str, Any] = {"ids": asking, "owner": owner_id, "live": LIVE, "system": SYSTEM, "tool": TOOL}
     with connection.cursor() as cursor:
-        cursor.execute(_NEIGHBOURS_OF_SQL, params)
+        cursor.execute(_NEIGHBOURS_OF_SQL if mode == "both" else _NEXT_OF_SQL, params)
         rows = cursor.fetchall()
     found: dict[tuple[int, int], ContextItem] = {
         (match, direction): ContextItem(id=id_, seq=seq, role=role, content=content, score=0.0)

@@ -7,6 +7,8 @@ come in as the cue's neighbour.
 """
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,3 +207,22 @@ def _reference(matches: list[int], rows: list[Message], k: int, mode: str) -> li
         for match in matches[:k]:
             take(side(match, 1))
     return out
+
+
+def test_neighbours_are_read_only_for_the_matches_that_may_take_one(chat, owner):
+    def statements(items: list[ContextItem], mode: str) -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            neighbours_add(owner_id=owner.pk, items=items, k=5, exclude_id=0, mode=mode)
+        return [query["sql"] for query in queries.captured_queries]
+
+    plain = [item_of(chat["before"]), item_of(chat["after"])]
+    assert statements(plain, "question") == []
+    (read,) = statements([*plain, item_of(chat["cue"])], "question")
+    assert "SELECT m.id, -1" not in read
+    assert f"'{{{chat['cue'].pk}}}'" in read
+    (read,) = statements(plain, "both")
+    assert "SELECT m.id, -1" in read
+
+
+def item_of(message: Message) -> ContextItem:
+    return ContextItem(id=message.pk, seq=message.seq, role=message.role, content=message.content, score=1.0)
