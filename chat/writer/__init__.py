@@ -40,7 +40,11 @@ Locking: every function that creates a row or changes a status takes the
 owner's lock itself, inside its own `transaction.atomic()`. The lock is a
 transaction-level advisory lock and re-entrant, so a caller that already
 holds it (a turn commit checking its turn, a deletion holding its audit row)
-keeps it and loses nothing. Embedding updates take no lock: each is a
+keeps it and loses nothing; a transaction that holds it sends no second
+statement for it (`dellm_site.locks`). `message_store`, the write of every
+reply, sets no savepoint inside a caller's transaction: it writes nothing
+before its sources are checked, and raises its refusal once its block is
+left, so the caller's transaction goes on. Embedding updates take no lock: each is a
 conditional UPDATE that leaves a removed row alone, so a purge that commits
 first wins and keeps no vector (I3). The lab's bulk loaders (`messages_copy`,
 `messages_index_build`, `edges_copy`, `owners_history_delete`) take none either: they load or drop
@@ -55,7 +59,9 @@ index built from a removed message, soft-deleted ones included after a
 purge), a restore (the restored messages and what follows them). The search
 vector is set at once; a vector built from other sources is dropped until
 `chat.indexing.messages_index_embed` embeds the new index text, outside
-the lock.
+the lock. A vector a door supplies with a new message is kept: where a
+message's own words alone decide its vector (`chat.indexing.own_index_vector`),
+a turn embeds its reply before the commit and stores it with it.
 
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.
