@@ -22,6 +22,8 @@ from dellm_site.errors import UpstreamFailed
 
 class Embedder(Protocol):
     model_name: str
+    # True when it embeds in this process: no text leaves it.
+    local: bool
 
     @property
     def dim(self) -> int:
@@ -75,6 +77,7 @@ class WordLlamaEmbedder:
                 shutil.copyfile(config, tokenizers / config.name)
         model = WordLlama.load(dim=256, cache_dir=cache_dir, disable_download=True)
         self.model_name = "wordllama-l2_supercat-256"
+        self.local = True
         self.dim = 256
         # Only its table and tokenizer are kept (`_pooled` does WordLlama's
         # pooling): a copy of the tokenizer beside the model's cost 39 MB in
@@ -117,6 +120,7 @@ class OpenAIEmbedder:
 
         self._client = openai_client()
         self.model_name = model
+        self.local = False
         # 0: not configured; the first call (or `dim`) learns it from the model.
         self._dim = dim
 

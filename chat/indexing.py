@@ -75,15 +75,20 @@ def messages_index_embed(
 def own_index_vector(content: str) -> list[float] | None:
     """The index vector of a memory message about to be stored, where its own words alone decide it; else None.
 
-    That is with TURN_VECTOR_WEIGHT = 0 (`index_vector`): a door then stores
-    the message with its vector (the writer keeps a vector it is given), and
-    saves the read and the write of `messages_index_embed` after its
-    transaction. With a turn weight the vector needs the previous turn, which
-    only the stored row has: None, and the door embeds the row once stored.
+    That is with TURN_VECTOR_WEIGHT = 0 (`index_vector`) and an embedder
+    that runs in this process: a door then stores the message with its
+    vector (the writer keeps a vector it is given), and saves the read and
+    the write of `messages_index_embed` after its transaction. None with a
+    turn weight (the vector needs the previous turn, which only the stored
+    row has) and with a remote embedder: a turn's reply may yet be refused
+    (its context removed meanwhile), and its words must not leave DeLLM
+    before it is known to stay, nor a remote failure throw away a finished
+    reply. The door then embeds the stored row after its transaction.
     """
-    if TURN_VECTOR_WEIGHT or not content:
+    embedder = get_embedder()
+    if TURN_VECTOR_WEIGHT or not content or not embedder.local:
         return None
-    return get_embedder().embed([content])[0]
+    return embedder.embed([content])[0]
 
 
 def _memory_unembedded(message: Message) -> bool:
@@ -97,29 +102,29 @@ def _memory_unembedded(message: Message) -> bool:
     )
 
 
-def message_index_embed(message: Message) -> None:
-    """Give a loaded message its index vector now if it has none: `messages_index_embed` for a row in hand.
+def message_index_embed(message: Message) -> Message | None:
+    """Give a loaded message its index vector now if it has none; the message as it now is (None: gone).
 
-    A turn's question is embedded this way before its context is retrieved.
-    With TURN_VECTOR_WEIGHT = 0 the index vector is the own words' alone
-    (`index_vector`), so the row says all: one embedding and one conditional
-    UPDATE, stored only if the row's content and index sources are still the
-    loaded ones, and the row takes its vector without being read again (read
-    again if a write came first). With a turn weight, `messages_index_embed`
-    reads the previous turn and the row is read back.
+    `messages_index_embed` for a row in hand: a turn's question is embedded
+    this way before its context is retrieved. With TURN_VECTOR_WEIGHT = 0
+    the index vector is the own words' alone (`index_vector`), so the row
+    says all: one embedding and one conditional UPDATE, stored only if the
+    row's content and index sources are still the loaded ones, and the row
+    takes its vector without being read again. If a write came first (or
+    with a turn weight, where `messages_index_embed` reads the previous
+    turn), the row is read again.
     """
     if not _memory_unembedded(message):
-        return
-    if TURN_VECTOR_WEIGHT:
-        messages_index_embed(owner_id=message.owner_id, ids=[message.pk])
-        message.refresh_from_db(fields=["embedding", "embedding_model", "status", "content", "index_sources"])
-        return
-    vector = own_index_vector(message.content)
-    if vector is None:
-        return
-    model = settings.DELLM_EMBEDDING_MODEL
-    rows = [(message.pk, message.content, message.index_sources, vector)]
-    if messages_index_embeddings_set(owner_id=message.owner_id, rows=rows, model=model, missing_only=True):
-        message.embedding, message.embedding_model = vector, model
+        return message
+    if not TURN_VECTOR_WEIGHT:
+        model = settings.DELLM_EMBEDDING_MODEL
+        vector = get_embedder().embed([message.content])[0]
+        if vector is None:
+            return message
+        rows = [(message.pk, message.content, message.index_sources, vector)]
+        if messages_index_embeddings_set(owner_id=message.owner_id, rows=rows, model=model, missing_only=True):
+            message.embedding, message.embedding_model = vector, model
+            return message
     else:
-        message.refresh_from_db(fields=["embedding", "embedding_model", "status", "content", "index_sources"])
+        messages_index_embed(owner_id=message.owner_id, ids=[message.pk])
+    return Message.objects.filter(owner_id=message.owner_id, pk=message.pk).first()

@@ -205,8 +205,9 @@ def _reply_commit(
             )
         except SourcesRemoved:
             raise _ContextChanged from None
-        done = {"status": Turn.Status.DONE, "reply": reply, "error": "", "updated_at": timezone.now()}
+        done = {"status": Turn.Status.DONE, "reply_id": reply.pk, "error": "", "updated_at": timezone.now()}
         Turn.objects.filter(owner_id=turn.owner_id, pk=turn.pk).update(**done)
+    # The reply itself is read when asked for (`turn.reply`): this row in hand has no search vector yet.
     for field, value in done.items():
         setattr(turn, field, value)
     return reply
@@ -254,11 +255,11 @@ def turn_run(
         if attempt:
             # Read again: the context changed, and the question may have gone with it.
             message = Message.objects.filter(owner_id=owner_id, pk=turn.user_message_id).first()
+        message = None if message is None else message_index_embed(message)
         if message is None or not message.is_live:
             return turn_fail(
                 turn_id=turn.pk, owner_id=owner_id, error="Your message was deleted before the reply was ready."
             )
-        message_index_embed(message)
         turn.user_message = message
         # Read again on every try: a prompt removed meanwhile fails the turn
         # (it would be removed again with the reply), as a removed question does.

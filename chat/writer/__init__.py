@@ -61,7 +61,8 @@ vector is set at once; a vector built from other sources is dropped until
 `chat.indexing.messages_index_embed` embeds the new index text, outside
 the lock. A vector a door supplies with a new message is kept: where a
 message's own words alone decide its vector (`chat.indexing.own_index_vector`),
-a turn embeds its reply before the commit and stores it with it.
+a turn embeds its reply before the commit and stores it with it (with an
+embedder that runs in the worker only: a remote one is sent committed words).
 
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.

@@ -97,7 +97,7 @@ class _Spy:
 
     def __init__(self, during=lambda: None) -> None:
         self.inner, self.calls, self.during = get_embedder(), [], during
-        self.model_name = self.inner.model_name
+        self.model_name, self.local = self.inner.model_name, self.inner.local
 
     def embed(self, texts):
         self.calls.append([len(text) for text in texts])
@@ -131,7 +131,7 @@ def test_a_message_in_hand_is_embedded_by_one_statement_and_not_read_back(owner)
     thread = make_thread(owner)
     message = Message.objects.get(pk=message_create(thread=thread, role="user", content=BEFORE).pk)
     with CaptureQueriesContext(connection) as queries:
-        indexing.message_index_embed(message)
+        assert indexing.message_index_embed(message) is message
     assert [query["sql"].split()[0] for query in queries.captured_queries] == ["UPDATE"]
     assert message.embedding == pytest.approx(get_embedder().embed([BEFORE])[0])
     assert index(message.pk)[1] == pytest.approx(message.embedding)
@@ -144,11 +144,15 @@ def test_a_message_in_hand_whose_index_changed_meanwhile_keeps_no_stale_vector(o
     assert message.index_sources == [first.pk]
     # A write after the row was read: its index is now built from no previous turn.
     Message.objects.filter(pk=message.pk).update(index_sources=[])
-    indexing.message_index_embed(message)
-    assert (message.embedding, message.index_sources) == (None, [])
+    now = indexing.message_index_embed(message)
+    assert (now.embedding, now.index_sources) == (None, [])
     assert index(message.pk)[1] is None
-    indexing.message_index_embed(message)
+    assert indexing.message_index_embed(now) is now
     assert index(message.pk)[1] == pytest.approx(get_embedder().embed([AFTER])[0])
+    # A message gone meanwhile (its owner's account deleted): None, not an error.
+    gone = Message.objects.get(pk=first.pk)
+    Message.objects.filter(pk=first.pk).delete()
+    assert indexing.message_index_embed(gone) is None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat import services
+from chat import indexing, services
 from chat.embeddings import get_embedder
 from chat.llm import ContextItem, OfflineResponder
 from chat.models import Message, Turn
@@ -108,6 +108,25 @@ def test_a_turn_stores_both_vectors_in_a_bounded_number_of_statements(owner, thr
         assert np.allclose(message.embedding, expected)
         assert message.embedding_model == get_embedder().model_name
     assert done.reply.content.startswith("From what you told me")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_remote_embedder_is_sent_a_reply_only_once_it_is_committed(owner, thread, monkeypatch):
+    inner, seen = get_embedder(), []
+
+    class Remote:
+        model_name, local, dim = inner.model_name, False, inner.dim
+
+        def embed(self, texts):
+            stored = Message.objects.filter(owner=owner, role="assistant", content__in=texts).exists()
+            seen.extend((text, stored) for text in texts)
+            return inner.embed(texts)
+
+    monkeypatch.setattr(indexing, "get_embedder", Remote)
+    done = chat(thread, "I live in Paris.")
+    assert [text for text, _ in seen] == ["I live in Paris.", done.reply.content]
+    assert seen[1] == (done.reply.content, True)
+    assert done.reply.embedding is not None
 
 
 @pytest.mark.django_db(transaction=True)
