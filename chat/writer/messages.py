@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from chat.index_context import index_followers
 from chat.lineage import sources_landed, transcript_sources
-from chat.models import ContextEdge, Message, Thread
+from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread
 from chat.writer.indexes import indexes_refresh
 from dellm_site.locks import owner_lock
 from dellm_site.runs import bounded_runs
@@ -93,7 +93,7 @@ def _next_seq_and_live(owner_id: int, ids: set[int]) -> tuple[int, set[int]]:
             f"SELECT coalesce(max(seq), 0) + 1, ARRAY(SELECT id FROM {Message._meta.db_table} "
             "WHERE owner_id = %(owner)s AND id = ANY(%(ids)s) AND status = ANY(%(live)s)) "
             f"FROM {Message._meta.db_table} WHERE owner_id = %(owner)s",
-            {"owner": owner_id, "ids": sorted(ids), "live": [str(status) for status in Message.LIVE]},
+            {"owner": owner_id, "ids": sorted(ids), "live": LIVE_STATUSES},
         )
         seq, live = cursor.fetchone()
     return seq, set(live)
