@@ -40,6 +40,7 @@ from chat.vector_indexes import (
     owner_vector_indexes,
 )
 from chat.writer import messages_copy, messages_index_build, owners_history_delete
+from dellm_site.planning import planned_parts
 from lab.bench.measure import stats, timed
 from lab.bench.seed import sentences
 from lab.evaluation.personas import pf_generate
@@ -115,9 +116,10 @@ def _index_used(probe: Message, setting: str) -> str:
     """The vector index the fused query's plan scans ("" for the exact scan), as planned for `probe`."""
     with CaptureQueriesContext(connection) as queries:
         context_retrieve(message=probe, policy="relevant", k=5, threshold=0.2, window=0)
-    [statement] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
+    [sent] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
+    planning, statement = planned_parts(sent)
     with transaction.atomic(), connection.cursor() as cursor:
-        for line in [setting] + [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]:
+        for line in (setting, planning):
             if line:
                 cursor.execute(line)
         cursor.execute(f"EXPLAIN {statement}")

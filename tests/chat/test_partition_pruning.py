@@ -27,6 +27,7 @@ from chat.partitions import is_partitioned
 from chat.services import tool_results_turn_create, turn_tool_steps
 from chat.writer import Source, message_store
 from dellm_site.auth import token_create
+from dellm_site.planning import planned_parts
 from tests.factories import make_edge, make_message, make_thread, make_tool_steps
 
 PARTITIONED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
@@ -61,7 +62,8 @@ def wide_queries(queries: list[dict]) -> list[tuple[str, dict[str, int]]]:
     """The captured queries that read more than one partition of a table, with how many of each."""
     wide = []
     for query in queries:
-        sql = query["sql"]
+        # A statement with planner settings of its own is sent with them (dellm_site.planning).
+        _, sql = planned_parts(query["sql"])
         if not _READS.match(sql) or not _TABLES.search(sql):
             continue
         counts = {table: len(parts) for table, parts in partitions_scanned(sql).items()}
@@ -78,6 +80,10 @@ def test_a_query_without_the_owner_is_caught(owner, thread):
     assert (
         wide_queries([{"sql": f"SELECT * FROM chat_message WHERE owner_id = {owner.pk} AND id = {message.pk}"}]) == []
     )
+    # Sent with planner settings around it, it is EXPLAINed all the same.
+    statement = f"SELECT * FROM chat_message WHERE id = {message.pk}"
+    planned = f"SET LOCAL enable_sort = off; {statement}; RESET enable_sort"
+    assert [sql for sql, _ in wide_queries([{"sql": planned}])] == [statement]
 
 
 @pytest.fixture

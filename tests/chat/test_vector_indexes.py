@@ -21,6 +21,7 @@ from chat.vector_indexes import (
     owner_vector_indexes,
     vector_indexes,
 )
+from dellm_site.planning import planned_parts
 from tests.factories import make_message, make_thread, make_user, unit_vector
 
 # A model name that would break out of a pasted literal: the DDL quotes it.
@@ -117,8 +118,9 @@ def _retrieve_plan(question: Message, policy: str) -> tuple[list[int], str]:
     """The ids `context_retrieve` returns, and the plan PostgreSQL chose for its retrieval query."""
     with CaptureQueriesContext(connection) as queries:
         items = context_retrieve(message=question, policy=policy, k=5, threshold=0.2, window=0)
-    [statement] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
-    [setting] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET LOCAL")]
+    # Sent with its settings, in one query string (dellm_site.planning).
+    [sent] = [q["sql"] for q in queries.captured_queries if "<=>" in q["sql"]]
+    setting, statement = planned_parts(sent)
     assert setting == f"SET LOCAL ivfflat.probes = {IVFFLAT_PROBES}; SET LOCAL enable_sort = off"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(setting)
