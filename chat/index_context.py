@@ -78,25 +78,25 @@ _MEMORY_LIVE = (
     " AND q.content <> '' AND q.tool_calls IS NULL"
 )
 
-# The context of each message of %(ids)s of the owner %(owner)s (every read
-# names the owner: the planner reads its partition alone) that is not purged. The previous
-# turn, in the order the thread shows (coalesce(place, seq), then seq), is
-# the later of two index look-ups: the messages shown at their own seq
-# (`message_thread_seq`) and the rewrites shown at another's place
-# (`message_thread_place`, partial). The date is the message's time in its source (an import keeps the
-# other tool's) or here, in UTC, in English words ("1 December 2026"), so the
-# same conversation typed or imported gets the same index.
-INDEX_ROWS_SQL = f"""
-SELECT m.id, m.content, m.index_sources,
-       CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END AS sources,
-       CASE WHEN m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL THEN concat_ws(' ',
+# What a row `m` (thread_id, place, seq, role, content, tool_calls,
+# source_created_at, created_at) takes from its previous turn `p`: the
+# select list's expressions and the join that finds `p`, for a stored row
+# (INDEX_ROWS_SQL) or one being stored (`chat.writer`, in its INSERT). The
+# previous turn, in the order the thread shows (coalesce(place, seq), then
+# seq), is the later of two index look-ups: the messages shown at their own
+# seq (`message_thread_seq`) and the rewrites shown at another's place
+# (`message_thread_place`, partial). The date is the message's time in its
+# source (an import keeps the other tool's) or here, in UTC, in English words
+# ("1 December 2026"), so the same conversation typed or imported gets the
+# same index.
+INDEX_SOURCES_SQL = "CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END"
+INDEX_CONTEXT_SQL = """CASE WHEN m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
+       THEN concat_ws(' ',
            m.role,
            to_char(coalesce(m.source_created_at, m.created_at) AT TIME ZONE 'UTC', 'FMDD FMMonth YYYY'),
            p.words
-       ) ELSE '' END AS context,
-       coalesce(p.words, '') AS turn
-FROM {_TABLE} m
-LEFT JOIN LATERAL (
+       ) ELSE '' END"""
+PREVIOUS_TURN_JOIN_SQL = f"""LEFT JOIN LATERAL (
     SELECT cand.id, array_to_string((regexp_split_to_array(btrim(cand.content), '\\s+'))[1:%(words)s], ' ') AS words
     FROM (
         -- Messages shown at their own seq: (seq, seq) before m's (coalesce(place, seq), seq), by message_thread_seq.
@@ -113,7 +113,17 @@ LEFT JOIN LATERAL (
     ) cand
     ORDER BY cand.k1 DESC, cand.k2 DESC
     LIMIT 1
-) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
+) p ON m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL"""
+
+# The context of each message of %(ids)s of the owner %(owner)s (every read
+# names the owner: the planner reads its partition alone) that is not purged.
+INDEX_ROWS_SQL = f"""
+SELECT m.id, m.content, m.index_sources,
+       {INDEX_SOURCES_SQL} AS sources,
+       {INDEX_CONTEXT_SQL} AS context,
+       coalesce(p.words, '') AS turn
+FROM {_TABLE} m
+{PREVIOUS_TURN_JOIN_SQL}
 WHERE m.owner_id = %(owner)s AND m.id = ANY(%(ids)s) AND m.status <> 'purged'
 """
 

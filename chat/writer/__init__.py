@@ -54,15 +54,17 @@ Indexes are derived (`chat.index_context`): a message's search vector and
 vector carry its previous turn's words, and `index_sources` records which
 message that was. Every write here that changes a message's previous turn
 recomputes its index in the same transaction (`chat.writer.indexes`): a
-store (and what follows a rewrite put in another's place), a removal (every
+store (one message gets its index in its very INSERT,
+`message_insert_indexed`; and what follows a rewrite put in another's place), a removal (every
 index built from a removed message, soft-deleted ones included after a
 purge), a restore (the restored messages and what follows them). The search
 vector is set at once; a vector built from other sources is dropped until
 `chat.indexing.messages_index_embed` embeds the new index text, outside
 the lock. A vector a door supplies with a new message is kept: where a
 message's own words alone decide its vector (`chat.indexing.own_index_vector`),
-a turn embeds its reply before the commit and stores it with it (with an
-embedder that runs in the worker only: a remote one is sent committed words).
+a turn embeds its question before storing it and its reply before the
+commit, and stores each with its vector (with an embedder that runs in the
+process only: a remote one is sent committed words).
 
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.

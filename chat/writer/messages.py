@@ -14,7 +14,7 @@ from django.utils import timezone
 from chat.index_context import index_followers
 from chat.lineage import sources_landed, transcript_sources
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread
-from chat.writer.indexes import indexes_refresh
+from chat.writer.indexes import indexes_refresh, message_insert_indexed
 from dellm_site.locks import owner_lock
 from dellm_site.runs import bounded_runs
 
@@ -161,9 +161,14 @@ def _edges_insert(*, owner_id: int, rows: Sequence[tuple[int, int, int, float, s
 def _indexes_store(*, owner_id: int, rows: Sequence[Message]) -> None:
     """The owner's new rows' indexes; and the index of whatever now follows a rewrite put in another's place."""
     new = [row.pk for row in rows]
-    placed = [row.pk for row in rows if row.place is not None]
-    followers = [pk for pk in index_followers(owner_id=owner_id, ids=placed) if pk not in set(new)] if placed else []
-    indexes_refresh(owner_id=owner_id, ids=new + followers, fresh=new)
+    indexes_refresh(owner_id=owner_id, ids=new, fresh=new)
+    _followers_refresh(owner_id=owner_id, placed=[row.pk for row in rows if row.place is not None], new=new)
+
+
+def _followers_refresh(*, owner_id: int, placed: Sequence[int], new: Sequence[int]) -> None:
+    """The index of what now follows the new rows `placed` (rewrites put in another's place), but the `new` rows'."""
+    if placed:
+        indexes_refresh(owner_id=owner_id, ids=set(index_followers(owner_id=owner_id, ids=placed)) - set(new))
 
 
 def _threads_touch(*, owner_id: int, thread_ids: Iterable[int]) -> None:
@@ -208,8 +213,9 @@ def message_store(
         message.seq, live = _next_seq_and_live(owner_id, wanted)
         missing = wanted - live
         if not missing:
-            message.save(force_insert=True)
-            _indexes_store(owner_id=owner_id, rows=[message])
+            message_insert_indexed(message)
+            if place is not None:
+                _followers_refresh(owner_id=owner_id, placed=[message.pk], new=[message.pk])
             _edges_insert(
                 owner_id=owner_id,
                 rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
