@@ -91,9 +91,14 @@ def turn_create(
     policy = policy or settings.DELLM_CONTEXT_POLICY
     if policy not in settings.DELLM_CONTEXT_POLICIES:
         raise ValidationFailed(f"Unknown context policy {policy!r}.", fields={"policy": "unknown"})
+    validate_content(content)
+    # Stored with its index vector where its own words alone decide it and the
+    # embedder runs here (own_index_vector), outside the transaction: the turn
+    # then retrieves without writing the question again. Else the turn embeds it.
+    embedding = own_index_vector(content)
     with transaction.atomic():
         system_message = system_message_store(thread=thread, text=system) if system.strip() else None
-        message = message_create(thread=thread, role=Message.Role.USER, content=content)
+        message = message_create(thread=thread, role=Message.Role.USER, content=content, embedding=embedding)
         turn = Turn.objects.create(
             owner_id=thread.owner_id, user_message=message, policy=policy, system_message=system_message
         )

@@ -85,14 +85,18 @@ def test_paris_example_forgets_paris_and_keeps_the_rest(owner, thread):
 
 
 # The statements of a turn's run, commit included: 34 before the question was
-# embedded from the row in hand and the reply before its commit (docs/ARCHITECTURE.md, "A chat turn").
-TURN_STATEMENTS = 18
+# embedded from the row in hand and the reply before its commit, 18 before the
+# question was stored with its vector, planner settings went with their
+# statement and the reply was inserted with its index (docs/ARCHITECTURE.md, "A chat turn").
+TURN_STATEMENTS = 12
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_stores_both_vectors_in_a_bounded_number_of_statements(owner, thread, monkeypatch):
     chat(thread, "I live in Paris and work as a nurse.")
     turn = services.turn_create(thread=thread, content="Where do I live?", enqueue=False)
+    # The question is stored with its vector: the run writes it no more.
+    assert Message.objects.get(pk=turn.user_message_id).embedding is not None
 
     def batch_embed(**kwargs):
         raise AssertionError("a turn's two messages are embedded one by one, not read back in a batch")
