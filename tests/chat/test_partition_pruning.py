@@ -82,7 +82,7 @@ def test_a_query_without_the_owner_is_caught(owner, thread):
     )
     # Sent with planner settings around it, it is EXPLAINed all the same.
     statement = f"SELECT * FROM chat_message WHERE id = {message.pk}"
-    planned = f"SET LOCAL enable_sort = off; {statement}; RESET enable_sort"
+    planned = f"SET LOCAL enable_sort = off; {statement}\n; RESET enable_sort"
     assert [sql for sql, _ in wide_queries([{"sql": planned}])] == [statement]
 
 

@@ -50,3 +50,21 @@ def test_a_failed_statement_rolls_the_enclosing_transaction_back_settings_includ
     with pytest.raises(DataError, match="division by zero"), transaction.atomic(), planned_cursor(SETTINGS) as cursor:
         cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
     assert _current() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_ending_in_a_comment_does_not_keep_its_settings_in_the_transaction():
+    with transaction.atomic():
+        with planned_cursor(SETTINGS) as cursor:
+            cursor.execute("SELECT current_setting('enable_sort') -- the last line is a comment")
+            assert cursor.fetchone() == ("off",)
+        assert _current()[0] == "on"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_caught_in_a_transaction_still_rolls_it_back():
+    with transaction.atomic():
+        with pytest.raises(DataError), planned_cursor(SETTINGS) as cursor:
+            cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
+        # Django knows the transaction failed: it rolls back, never commits it.
+        assert connection.needs_rollback
