@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from django.db import connection
+from django.db.models import CharField, Field
 
 from chat.index_context import (
     INDEX_CONTEXT_SQL,
@@ -43,11 +44,13 @@ _TABLE = Message._meta.db_table
 # version of it in the table and in every index (the per-owner vector index
 # included): a turn's reply took 1.2 ms for that update.
 _INDEXED = ("search", "index_sources")
-_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key and f.attname not in _INDEXED]
-_COLUMNS = ", ".join(f.column for f in _FIELDS)
+_FIELDS = [
+    (f, f.column) for f in Message._meta.concrete_fields if f.column and not f.primary_key and f.attname not in _INDEXED
+]
+_COLUMNS = ", ".join(column for _, column in _FIELDS)
 _INSERT_SQL = f"""
 INSERT INTO {_TABLE} ({_COLUMNS}, search, index_sources)
-SELECT {", ".join(f"m.{f.column}" for f in _FIELDS)},
+SELECT {", ".join(f"m.{column}" for _, column in _FIELDS)},
        setweight(to_tsvector('english', m.content), 'A')
        || setweight(to_tsvector('english', {INDEX_CONTEXT_SQL}), 'B'),
        {INDEX_SOURCES_SQL}
@@ -59,12 +62,18 @@ RETURNING id, index_sources
 
 @cache
 def _insert_sql() -> str:
-    # Each value cast to its column's type, as VALUES in a SELECT does not take
-    # the column's; without a length (cast_db_type), so a value too long is
-    # refused by the INSERT, not cut by the cast.
-    return _INSERT_SQL.replace(
-        "__VALUES__", ", ".join(f"%(v_{f.column})s::{f.cast_db_type(connection)}" for f in _FIELDS)
-    )
+    # Each value cast to its column's type, as VALUES in a SELECT does not
+    # take the column's; text without a length (a cast to varchar(n) would
+    # cut it), so a value too long is refused by the INSERT, as by Django's.
+    return _INSERT_SQL.replace("__VALUES__", ", ".join(f"%(v_{column})s::{_cast(f)}" for f, column in _FIELDS))
+
+
+def _cast(field: Field) -> str:
+    if isinstance(field, CharField):
+        return connection.ops.cast_char_field_without_max_length
+    cast = field.cast_db_type(connection)
+    assert cast is not None  # a concrete field has a column type
+    return cast
 
 
 def message_insert_indexed(message: Message) -> None:
@@ -73,7 +82,7 @@ def message_insert_indexed(message: Message) -> None:
     Caller holds the owner's lock, in its transaction. Its vector, if it has
     one, is kept (as for `fresh` rows of `indexes_refresh`).
     """
-    values = {f"v_{f.column}": f.get_db_prep_save(f.pre_save(message, True), connection) for f in _FIELDS}
+    values = {f"v_{column}": f.get_db_prep_save(f.pre_save(message, True), connection) for f, column in _FIELDS}
     params = {**values, **index_params(owner_id=message.owner_id, ids=())}
     with lookup_cursor() as cursor:
         cursor.execute(_insert_sql(), params)

@@ -1,9 +1,10 @@
 """The one writer's rules: live only if the sources are live; supplied replies derive from everything before them."""
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
+from chat.embeddings import get_embedder
 from chat.lineage import ProvenanceCycle, transcript_sources
 from chat.models import ContextEdge, Message
 from chat.writer import (
@@ -63,6 +64,46 @@ def test_a_message_is_stored_only_if_every_source_is_live(owner, thread):
     assert list(
         ContextEdge.objects.filter(target=reply).order_by("rank").values_list("source_id", "rank", "score", "signal")
     ) == [(question.pk, 0, 1.0, ""), (expiring.pk, 1, 0.4, "both")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_row_holds_what_was_given_and_a_value_too_long_for_its_column_is_refused(owner, thread):
+    """One message is written by its own INSERT (chat.writer.indexes.message_insert_indexed), not Django's."""
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
+    vector = [1.0] + [0.0] * (get_embedder().dim - 1)
+    given = message_store(
+        owner_id=owner.pk, thread_id=thread.pk, role="assistant", content="", tool_calls=calls, embedding=vector
+    )
+    row = Message.objects.get(pk=given.pk)
+    assert (row.seq, row.role, row.content, row.status, row.tool_calls, list(row.embedding)) == (
+        1,
+        "assistant",
+        "",
+        "active",
+        calls,
+        vector,
+    )
+    assert (row.embedding_model, row.created_at, row.updated_at) == (
+        get_embedder().model_name,
+        given.created_at,
+        given.updated_at,
+    )
+    plain = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content="hello")
+    # No tool calls is SQL NULL (not JSON null), which every "not a tool step" filter reads.
+    assert Message.objects.filter(
+        pk=plain.pk, tool_calls__isnull=True, embedding__isnull=True, embedding_model="", tool_call_id="", place=None
+    ).exists()
+    # As Django's INSERT would: refused, not cut to the column's length, and nothing stored.
+    with pytest.raises(DataError, match="too long"):
+        message_store(
+            owner_id=owner.pk,
+            thread_id=thread.pk,
+            role="user",
+            content="x",
+            embedding=vector,
+            embedding_model="m" * 101,
+        )
+    assert Message.objects.filter(owner=owner).count() == 2
 
 
 def test_another_owners_message_is_no_source(owner, other_owner, thread):
