@@ -12,6 +12,7 @@ is stored only if the index it was computed from is still current.
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import connection
 from django.db.models.functions import Length
 
 from chat.embeddings import Embedder, get_embedder
@@ -75,18 +76,23 @@ def messages_index_embed(
 def own_index_vector(content: str) -> list[float] | None:
     """The index vector of a memory message about to be stored, where its own words alone decide it; else None.
 
-    That is with TURN_VECTOR_WEIGHT = 0 (`index_vector`) and an embedder
-    that runs in this process: a door then stores the message with its
-    vector (the writer keeps a vector it is given), and saves the read and
-    the write of `messages_index_embed` after its transaction. None with a
-    turn weight (the vector needs the previous turn, which only the stored
-    row has) and with a remote embedder: a turn's reply may yet be refused
-    (its context removed meanwhile), and its words must not leave DeLLM
-    before it is known to stay, nor a remote failure throw away a finished
-    reply. The door then embeds the stored row after its transaction.
+    That is with TURN_VECTOR_WEIGHT = 0 (`index_vector`), an embedder that
+    runs in this process, and no transaction open (embedding is slow: never
+    in a transaction, where a door may hold the owner's lock, as `/v1` does
+    while it stores a transcript and its turn). A door then stores the
+    message with its vector (the writer keeps a vector it is given), and
+    saves the read and the write of `messages_index_embed` after its
+    transaction. None with a turn weight (the vector needs the previous
+    turn, which only the stored row has) and with a remote embedder: a
+    turn's reply may yet be refused (its context removed meanwhile), and
+    its words must not leave DeLLM before it is known to stay, nor a remote
+    failure throw away a finished reply. The door then embeds the stored
+    row after its transaction.
     """
+    if TURN_VECTOR_WEIGHT or not content or connection.in_atomic_block:
+        return None
     embedder = get_embedder()
-    if TURN_VECTOR_WEIGHT or not content or not embedder.local:
+    if not embedder.local:
         return None
     return embedder.embed([content])[0]
 

@@ -1,12 +1,13 @@
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from chat import indexing, services
 from chat.embeddings import get_embedder
 from chat.llm import ContextItem, OfflineResponder
 from chat.models import Message, Turn
+from dellm_site.locks import owner_lock
 from provenance import services as deletions
 from provenance.selectors import dep_ids, taint_violations
 from tests.factories import make_message, make_thread
@@ -112,6 +113,31 @@ def test_a_turn_stores_both_vectors_in_a_bounded_number_of_statements(owner, thr
         assert np.allclose(message.embedding, expected)
         assert message.embedding_model == get_embedder().model_name
     assert done.reply.content.startswith("From what you told me")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_is_embedded_in_a_transaction_and_a_question_stored_in_one_is_embedded_by_its_turn(
+    owner, thread, monkeypatch
+):
+    inner, seen = get_embedder(), []
+
+    class Watched:
+        model_name, local, dim = inner.model_name, True, inner.dim
+
+        def embed(self, texts):
+            seen.extend((text, connection.in_atomic_block) for text in texts)
+            return inner.embed(texts)
+
+    monkeypatch.setattr(indexing, "get_embedder", Watched)
+    # As /v1 stores a transcript and its turn: in one transaction, under the owner's lock.
+    with transaction.atomic():
+        owner_lock(owner.pk)
+        turn = services.turn_create(thread=thread, content="Where do I live?", enqueue=False)
+    assert Message.objects.get(pk=turn.user_message_id).embedding is None
+    done = services.turn_run(turn_id=turn.pk, owner_id=owner.pk)
+    assert [text for text, _ in seen] == ["Where do I live?", done.reply.content]
+    assert not any(in_transaction for _, in_transaction in seen)
+    assert Message.objects.get(pk=turn.user_message_id).embedding is not None
 
 
 @pytest.mark.django_db(transaction=True)
