@@ -62,9 +62,11 @@ vector is set at once; a vector built from other sources is dropped until
 `chat.indexing.messages_index_embed` embeds the new index text, outside
 the lock. A vector a door supplies with a new message is kept: where a
 message's own words alone decide its vector (`chat.indexing.own_index_vector`),
-a turn embeds its question before storing it and its reply before the
-commit, and stores each with its vector (with an embedder that runs in the
-process only: a remote one is sent committed words).
+a turn's question is embedded before it is stored and its reply before
+the commit, each outside any transaction, and stored with its vector (with
+an embedder that runs in the process only: a remote one is sent committed
+words; a question stored inside a caller's transaction, as `/v1` does, is
+embedded by its turn).
 
 `messages_remove(purge=True)` is the one write that destroys message text
 in rows; the eraser (`provenance`) calls it for every purge.
