@@ -35,6 +35,7 @@ class _Planned:
 
     def __init__(self, cursor: Any, settings: Mapping[str, str | int], reset: bool):
         self._cursor = cursor
+        self._settings = len(settings)
         self._before = "".join(f"SET LOCAL {name} = {value}; " for name, value in settings.items())
         # On a line of its own: a statement that ends in a comment does not swallow it.
         self._after = ("\n; " + "; ".join(f"RESET {name}" for name in settings)) if reset else ""
@@ -48,7 +49,7 @@ class _Planned:
         # Django's psycopg cursors do unless server_side_binding is set); each
         # statement has its own result, and the cursor is moved on to the statement's.
         self._cursor.execute(f"{self._before}{sql.strip().rstrip(';')}{self._after}", params)
-        for _ in range(self._before.count("; ")):
+        for _ in range(self._settings):
             self._cursor.nextset()
 
     def fetchone(self) -> Any:

@@ -159,16 +159,9 @@ def _edges_insert(*, owner_id: int, rows: Sequence[tuple[int, int, int, float, s
 
 
 def _indexes_store(*, owner_id: int, rows: Sequence[Message]) -> None:
-    """The owner's new rows' indexes; and the index of whatever now follows a rewrite put in another's place."""
+    """The indexes of the owner's new rows stored in bulk (`_row`: none is put in another's place)."""
     new = [row.pk for row in rows]
     indexes_refresh(owner_id=owner_id, ids=new, fresh=new)
-    _followers_refresh(owner_id=owner_id, placed=[row.pk for row in rows if row.place is not None], new=new)
-
-
-def _followers_refresh(*, owner_id: int, placed: Sequence[int], new: Sequence[int]) -> None:
-    """The index of what now follows the new rows `placed` (rewrites put in another's place), but the `new` rows'."""
-    if placed:
-        indexes_refresh(owner_id=owner_id, ids=set(index_followers(owner_id=owner_id, ids=placed)) - set(new))
 
 
 def _threads_touch(*, owner_id: int, thread_ids: Iterable[int]) -> None:
@@ -215,7 +208,9 @@ def message_store(
         if not missing:
             message_insert_indexed(message)
             if place is not None:
-                _followers_refresh(owner_id=owner_id, placed=[message.pk], new=[message.pk])
+                # What now follows a rewrite put in another's place has it as its previous turn.
+                followers = set(index_followers(owner_id=owner_id, ids=[message.pk])) - {message.pk}
+                indexes_refresh(owner_id=owner_id, ids=followers)
             _edges_insert(
                 owner_id=owner_id,
                 rows=[(s.id, message.pk, s.rank, s.score, s.signal) for s in sources],
