@@ -1,7 +1,7 @@
 from django.urls import path
 
-from assistant import views
+from assistant import chat_view
 
 urlpatterns = [
-    path("threads/<int:thread_id>/messages/", views.ChatView.as_view(), name="thread-chat"),
+    path("threads/<int:thread_id>/messages/", chat_view.ChatView.as_view(), name="thread-chat"),
 ]

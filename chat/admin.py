@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from chat.models import Message
-from dellm_site.admin import ReadOnlyModelAdmin
+from core.admin import ReadOnlyModelAdmin
 
 TOMBSTONE = "— purged —"
 # Soft-deleted text stays in the row for the owner's undo; staff never read it.

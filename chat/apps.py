@@ -8,7 +8,7 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models import ForeignKey, IntegerField
 
-        from dellm_site.lookups import ArrayIn, RelatedArrayIn
+        from core.db.lookups import ArrayIn, RelatedArrayIn
 
         IntegerField.register_lookup(ArrayIn)
         ForeignKey.register_lookup(RelatedArrayIn)

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TypeVar
 
-from dellm_site.errors import DomainError
+from core.errors import DomainError
 
 H = TypeVar("H", bound=Hashable)
 

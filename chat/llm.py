@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from dellm_site.errors import UpstreamFailed
+from core.errors import UpstreamFailed
 
 if TYPE_CHECKING:
     import openai
@@ -44,7 +44,7 @@ class ContextItem:
 
 @dataclass(frozen=True)
 class ToolOffer:
-    """A `/v1` client's tools for one turn, as it sent them: passed upstream, never stored (chat/turn_tools.py)."""
+    """A `/v1` client's tools for one turn, as it sent them: passed upstream, never stored (turns/tool_offers.py)."""
 
     tools: list[dict]
     choice: object = None

@@ -11,7 +11,7 @@ from pgvector.django import VectorField
 
 
 class OwnerPartitioned(models.Model):
-    """A table hash-partitioned by `owner_id` (docs/ARCHITECTURE.md, "Partitioned by owner").
+    """A table hash-partitioned by `owner_id` (docs/subsystems/schema.md).
 
     Django keeps `id` as the primary key (ids stay unique, from one sequence),
     while the database's key is (owner_id, id). So that the planner reads one
@@ -82,7 +82,7 @@ class Message(OwnerPartitioned):
         SUMMARY = "summary"
         # A `/v1` client's system prompt, stored so that the model sees only
         # stored nodes: an input of the replies it shaped (an edge to each),
-        # never retrieved as memory (chat/retrieval.py, chat/selectors.py).
+        # never retrieved as memory (chat/retrieval/).
         SYSTEM = "system"
         # A `/v1` client's tool result (its tool's output for one call of a
         # reply's `tool_calls`): derives from that call (a `tool` edge), never
@@ -90,7 +90,7 @@ class Message(OwnerPartitioned):
         TOOL = "tool"
         # A note an agent stored through MCP (`remember`): memory like a user's
         # message (embedded, retrieved), with an `agent` edge from each memory
-        # the agent said it used, so it leaves with them (assistant/agents.py).
+        # the agent said it used, so it leaves with them (assistant/mcp/tools.py).
         NOTE = "note"
 
     class Status(models.TextChoices):
@@ -121,7 +121,7 @@ class Message(OwnerPartitioned):
     # No dimension: any embedder fits; `embedding_model` says which vector space a row is in.
     embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True, default="")
-    # The message's index (chat/index_context.py): its own words weighted 'A'
+    # The message's index (chat/index/context.py): its own words weighted 'A'
     # and its conversational context 'B', set by the writer (null: a purged
     # tombstone). Derived from the messages in `index_sources` too.
     search = SearchVectorField(null=True, blank=True)
@@ -149,7 +149,7 @@ class Message(OwnerPartitioned):
     updated_at = models.DateTimeField(auto_now=True)
     # Imported from another tool ("chatgpt", "claude", "dellm", "jsonl"; ""
     # for DeLLM's own): an imported reply's provenance is unknown and recorded
-    # conservatively (chat/imports.py, chat/writer/). `source_id` is its id in that tool,
+    # conservatively (chat/imports/history.py, chat/writer/). `source_id` is its id in that tool,
     # unique within its thread, and `source_created_at` its time there.
     imported_from = models.CharField(max_length=16, blank=True, default="", db_default="")
     source_id = models.CharField(max_length=200, blank=True, default="", db_default="")
@@ -175,11 +175,11 @@ class Message(OwnerPartitioned):
             models.Index(fields=["owner", "status", "seq"], name="message_owner_status_seq"),
             models.Index(fields=["thread", "seq"], name="message_thread_seq"),
             GinIndex(fields=["search"], name="message_search_gin"),
-            # Looked up once per removed message (chat.index_context): without a pending list of
+            # Looked up once per removed message (chat.index.context): without a pending list of
             # unmerged entries, which each look-up reads whole (67 s for a purge of 10,000 after its own UPDATE).
             GinIndex(fields=["index_sources"], name="message_index_sources_gin", fastupdate=False),
             # The rewrites shown at another's place: with message_thread_seq, a message's previous turn
-            # in the order its thread shows (chat/index_context.py).
+            # in the order its thread shows (chat/index/context.py).
             models.Index(
                 fields=["thread", "place", "seq"], condition=models.Q(place__isnull=False), name="message_thread_place"
             ),
@@ -210,14 +210,14 @@ class Message(OwnerPartitioned):
 # A message's index: its vector (parsed into a Python list of floats, one
 # object per dimension, for every row read) and its search vector. Reads that
 # show, compare or page messages never need them: `.defer(*INDEX_FIELDS)`
-# keeps a page of 50 from building 13,000 floats (lab/README.md, the soak).
+# keeps a page of 50 from building 13,000 floats (lab/HISTORY.md, the soak).
 INDEX_FIELDS = ("embedding", "search")
 
 # When a message was said, as raw SQL over `chat_message` (unqualified: a
 # query that joins it keeps these two names its own): the rule of `Message.said_at`. Not a column:
 # an import stores the source's time in `source_created_at` and every other
 # door the server's in `created_at`, and neither is ever rewritten, so one
-# expression over the two cannot drift from them (docs/ARCHITECTURE.md, "Time").
+# expression over the two cannot drift from them (docs/subsystems/turns.md, "When a message was said").
 SAID_AT_SQL = "coalesce(source_created_at, created_at)"
 
 # Plain strings for raw SQL parameters (psycopg would send an enum's name).
@@ -252,7 +252,7 @@ class Turn(OwnerPartitioned):
     # The id of the provenance deletion that asked for this regeneration. A
     # plain indexed id, not a foreign key (like `Message.deleted_by_id`): chat
     # records and never depends on provenance, whose services are the only
-    # writers (`chat.services` creates the turn with the id they pass in).
+    # writers (`chat.turns` creates the turn with the id they pass in).
     deletion_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     # The system prompt (a `system` message of the thread) the reply is
     # generated under: a `/v1` client's instructions, read by the worker from

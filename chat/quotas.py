@@ -29,7 +29,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from chat.models import Message
-from dellm_site.errors import DomainError
+from core.errors import DomainError
 
 DAY = timedelta(days=1)
 

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from chat.models import ContextEdge, ImportJob, Message, Thread, Turn
 from chat.selectors import MESSAGE_STATUS_FILTERS
-from dellm_site.json_fields import StrictBooleanField, StrictCharField
+from core.api.fields import StrictBooleanField, StrictCharField
 
 
 def _shown(message: Message, edges: list[ContextEdge]) -> list[ContextEdge]:

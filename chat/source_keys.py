@@ -5,7 +5,7 @@ An imported thread and message keep their id in the other tool
 adds nothing. Such a key can be text (a JSONL `conversation` is whatever the
 file says, "divorce-lawyer" as well as a UUID), so a purge replaces the keys
 of what it touched by an HMAC-SHA256 of the key under the server secret
-(the eraser, `provenance/erasure/`, calls `chat.services.purged_imports_scrub`). The
+(the eraser, `provenance/erasure/`, calls `chat.imports.scrub.purged_imports_scrub`). The
 importer matches a file's keys against both the plain keys and their digests
 (`stored_keys`), so a purged message is found again by its digest and stays
 purged: re-importing the file brings none of it back.

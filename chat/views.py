@@ -11,8 +11,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat import selectors, services
+from chat.agent_memory import agent_access_get, agent_access_set
 from chat.models import Message, Thread
+from chat.selectors import (
+    message_get,
+    message_list,
+    thread_get,
+    thread_list,
+    thread_message_list,
+    turn_get,
+    with_capped_edges,
+)
 from chat.serializers import (
     AgentAccessSerializer,
     MessageQuerySerializer,
@@ -23,16 +32,13 @@ from chat.serializers import (
     ThreadSerializer,
     TurnSerializer,
 )
-from dellm_site.api import (
-    CostThrottle,
-    LinkHeaderCursorPagination,
-    LinkHeaderPagination,
-    Pagination,
-    errors,
-    validated,
-)
-from dellm_site.client_input import whole_number
-from dellm_site.types import AuthenticatedRequest
+from chat.threads import thread_create, thread_rename
+from chat.turns.recovery import turn_retry
+from core.api.client_input import whole_number
+from core.api.handler import errors, validated
+from core.api.pagination import LinkHeaderCursorPagination, LinkHeaderPagination, Pagination
+from core.api.throttles import CostThrottle
+from core.types import AuthenticatedRequest
 
 _PAGE_PARAMETERS = [
     OpenApiParameter("page_size", int, description="At most DELLM_MAX_PAGE_SIZE (default DELLM_PAGE_SIZE)."),
@@ -50,7 +56,7 @@ class ThreadListView(APIView):
     )
     def get(self, request: AuthenticatedRequest) -> Response:
         paginator = LinkHeaderPagination()
-        page = paginator.paginate_queryset(selectors.thread_list(owner=request.user), request, view=self)
+        page = paginator.paginate_queryset(thread_list(owner=request.user), request, view=self)
         return paginator.get_paginated_response(ThreadSerializer(page, many=True).data)
 
     @extend_schema(
@@ -60,7 +66,7 @@ class ThreadListView(APIView):
     )
     def post(self, request: AuthenticatedRequest) -> Response:
         data = validated(ThreadInputSerializer, request.data)
-        thread = services.thread_create(owner=request.user, title=data.get("title", ""))
+        thread = thread_create(owner=request.user, title=data.get("title", ""))
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
 
@@ -76,13 +82,13 @@ class ThreadMessagePagination(LinkHeaderCursorPagination):
 def _thread_page(request: AuthenticatedRequest, thread: Thread) -> tuple[ThreadMessagePagination, list[Message]]:
     """The page of the thread's messages that `request` asks for, newest first, edges capped."""
     paginator = ThreadMessagePagination()
-    page = paginator.paginate_queryset(selectors.thread_message_list(thread=thread), request)
+    page = paginator.paginate_queryset(thread_message_list(thread=thread), request)
     assert page is not None  # a page size is always set
     # Both answers link to pages of the message list, whichever URL asked.
     paginator.base_url = request.build_absolute_uri(reverse("thread-chat", args=[thread.pk]))
     if "page_size" in request.query_params:
         paginator.base_url += f"?page_size={paginator.page_size}"
-    return paginator, selectors.with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
+    return paginator, with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
 
 
 class ThreadDetailView(APIView):
@@ -96,7 +102,7 @@ class ThreadDetailView(APIView):
         summary="A thread and its newest messages (`messages_next`: the page before them)",
     )
     def get(self, request: AuthenticatedRequest, thread_id: int) -> Response:
-        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        thread = thread_get(owner=request.user, thread_id=thread_id)
         paginator, page = _thread_page(request, thread)
         thread.live_messages = page[::-1]
         thread.messages_next = paginator.get_next_link()
@@ -110,15 +116,15 @@ class ThreadDetailView(APIView):
     )
     def patch(self, request: AuthenticatedRequest, thread_id: int) -> Response:
         data = validated(ThreadRenameSerializer, request.data)
-        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
-        thread = services.thread_rename(owner_id=request.user.pk, thread_id=thread.pk, title=data["title"])
+        thread = thread_get(owner=request.user, thread_id=thread_id)
+        thread = thread_rename(owner_id=request.user.pk, thread_id=thread.pk, title=data["title"])
         return Response(ThreadSerializer(thread).data)
 
 
 class ThreadMessageListView(APIView):
     """`GET /api/threads/{id}/messages/`: the thread's live messages a page at a time, newest first.
 
-    The same URL takes a chat turn by POST (assistant.views.ChatView, which adds it).
+    The same URL takes a chat turn by POST (assistant.chat_view.ChatView, which adds it).
     """
 
     throttle_classes = [CostThrottle]
@@ -133,7 +139,7 @@ class ThreadMessageListView(APIView):
         summary="A thread's messages, newest first, a page at a time (Link header)",
     )
     def get(self, request: AuthenticatedRequest, thread_id: int) -> Response:
-        thread = selectors.thread_get(owner=request.user, thread_id=thread_id)
+        thread = thread_get(owner=request.user, thread_id=thread_id)
         paginator, page = _thread_page(request, thread)
         return paginator.get_paginated_response(MessageSerializer(page, many=True).data)
 
@@ -141,7 +147,7 @@ class ThreadMessageListView(APIView):
 class TurnDetailView(APIView):
     @extend_schema(responses={200: TurnSerializer, **errors(404)}, summary="A turn's status and reply")
     def get(self, request: AuthenticatedRequest, turn_id: int) -> Response:
-        return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn_id)).data)
+        return Response(TurnSerializer(turn_get(owner=request.user, turn_id=turn_id)).data)
 
 
 class TurnRetryView(APIView):
@@ -153,10 +159,8 @@ class TurnRetryView(APIView):
         request=None, responses={200: TurnSerializer, **errors(404, 409, 429)}, summary="Re-run a failed turn"
     )
     def post(self, request: AuthenticatedRequest, turn_id: int) -> Response:
-        turn = services.turn_retry(
-            turn_id=selectors.turn_get(owner=request.user, turn_id=turn_id).pk, owner_id=request.user.pk
-        )
-        return Response(TurnSerializer(selectors.turn_get(owner=request.user, turn_id=turn.pk)).data)
+        turn = turn_retry(turn_id=turn_get(owner=request.user, turn_id=turn_id).pk, owner_id=request.user.pk)
+        return Response(TurnSerializer(turn_get(owner=request.user, turn_id=turn.pk)).data)
 
 
 class MessageListView(generics.ListAPIView):
@@ -171,14 +175,14 @@ class MessageListView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Message]:
         query = validated(MessageQuerySerializer, self.request.query_params)
-        return selectors.message_list(
+        return message_list(
             owner=self.request.user, thread_id=query.get("thread"), status=query["status"], q=query["q"]
         )
 
     def paginate_queryset(self, queryset: QuerySet[Message]) -> list[Message]:  # type: ignore[override]
         page = super().paginate_queryset(queryset)
         assert page is not None  # pagination_class is set
-        return selectors.with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
+        return with_capped_edges(page, limit=settings.DELLM_PAGE_MAX_EDGES)
 
     @extend_schema(
         parameters=[MessageQuerySerializer],
@@ -192,7 +196,7 @@ class MessageListView(generics.ListAPIView):
 class MessageDetailView(APIView):
     @extend_schema(responses={200: MessageSerializer, **errors(404)}, summary="One message")
     def get(self, request: AuthenticatedRequest, message_id: int) -> Response:
-        return Response(MessageSerializer(selectors.message_get(owner=request.user, message_id=message_id)).data)
+        return Response(MessageSerializer(message_get(owner=request.user, message_id=message_id)).data)
 
 
 class AgentAccessView(APIView):
@@ -203,7 +207,7 @@ class AgentAccessView(APIView):
 
     @extend_schema(responses={200: AgentAccessSerializer, **errors()}, summary="What agents may do")
     def get(self, request: AuthenticatedRequest) -> Response:
-        return Response(AgentAccessSerializer(services.agent_access_get(owner_id=request.user.pk)).data)
+        return Response(AgentAccessSerializer(agent_access_get(owner_id=request.user.pk)).data)
 
     @extend_schema(
         request=AgentAccessSerializer,
@@ -212,5 +216,5 @@ class AgentAccessView(APIView):
     )
     def put(self, request: AuthenticatedRequest) -> Response:
         data = validated(AgentAccessSerializer, request.data)
-        access = services.agent_access_set(owner_id=request.user.pk, **data)
+        access = agent_access_set(owner_id=request.user.pk, **data)
         return Response(AgentAccessSerializer(access).data)

@@ -3,13 +3,13 @@
 Django's ASGI handler runs each request inside a `ThreadSensitiveContext`: the
 first synchronous middleware call creates a one-thread executor for that
 request, and the thread lives until the response has been sent. For the turn
-and import streams (chat/events.py, chat/import_views.py), which may stay open
-for minutes, that would be one parked thread per open stream (tests/worker/test_sse.py measures it). Its
+and import streams (chat/turns/stream_view.py, chat/imports/views.py), which may stay open
+for minutes, that would be one parked thread per open stream (tests/chat/turns/test_turn_stream.py measures it). Its
 requests skip the context: the few synchronous middleware steps they take
 (none touches the database for a GET) run on asgiref's shared sync thread, and
 the view does its own database work on pool threads that it hands back at once.
 
-`/mcp` is DeLLM's MCP server over streamable HTTP (assistant/mcp_server.py), an
+`/mcp` is DeLLM's MCP server over streamable HTTP (assistant/mcp/server.py), an
 ASGI app of the official `mcp` SDK beside Django's: its session manager runs
 for the life of the process, started and stopped by uvicorn's lifespan
 protocol (which Django's handler does not speak), so the server needs
@@ -50,12 +50,12 @@ def _application() -> Any:
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
         app = ASGIStaticFilesHandler(app)
-    from assistant.mcp_server import HttpDoor
+    from assistant.mcp.server import McpApp
 
-    return WithMcp(django=app, mcp=HttpDoor())
+    return PathRouter(django=app, mcp=McpApp())
 
 
-class WithMcp:
+class PathRouter:
     """Django for every path but `/mcp`, which goes to the MCP server; the lifespan runs the MCP sessions."""
 
     def __init__(self, *, django: Any, mcp: Any) -> None:

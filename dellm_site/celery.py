@@ -8,7 +8,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dellm_site.settings")
 
 app = Celery("dellm")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# Each subsystem folder keeps its tasks in its own `tasks.py` (docs/ARCHITECTURE.md, "Layout").
+TASK_PACKAGES = [
+    "chat.turns",
+    "chat.index",
+    "chat.imports",
+    "provenance.deletions",
+    "provenance.erasure",
+    "provenance.regeneration",
+]
+app.autodiscover_tasks(TASK_PACKAGES)
 
 
 @worker_process_init.connect

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import dj_database_url
 
-from dellm_site import embedded, redis_ns
+from core import redis_ns
+from core.logs import logging_config
+from dellm_site import embedded
 from dellm_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from dellm_site.keys import persistent_secret_key
 
@@ -35,7 +37,7 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DELLM
 # Reverse proxies in front of DeLLM that each append the address they saw to
 # X-Forwarded-For. The client's address, for the sign-in lock-out and the
 # anonymous throttle alike, is the one the outermost of them saw
-# (dellm_site.auth.client_address); with 0 it is REMOTE_ADDR and the header is
+# (core.auth.sign_in.client_address); with 0 it is REMOTE_ADDR and the header is
 # ignored, since a client writes whatever it likes there.
 DELLM_TRUSTED_PROXIES = env_int("DELLM_TRUSTED_PROXIES", 1 if env_bool("DELLM_BEHIND_PROXY", False) else 0)
 SESSION_COOKIE_HTTPONLY = True
@@ -69,17 +71,17 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before anything else touches the request (no session, no CSP work).
     # WhiteNoise, async-capable: every middleware is, so an async view waits on no thread.
-    "dellm_site.middleware.StaticFilesMiddleware",
-    "dellm_site.middleware.NoStoreMiddleware",
+    "core.middleware.StaticFilesMiddleware",
+    "core.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "dellm_site.middleware.ContentSecurityPolicyMiddleware",
-    # A database outage answers 503 + Retry-After (dellm_site/overload.py).
-    "dellm_site.overload.DatabaseUnavailableMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
+    # A database outage answers 503 + Retry-After (core/overload.py).
+    "core.overload.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: turns a locked-out sign-in into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -98,8 +100,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dellm_site.middleware.import_map_context",
-                "dellm_site.middleware.development_mode_context",
+                "core.middleware.import_map_context",
+                "core.middleware.development_mode_context",
             ],
         },
     },
@@ -107,7 +109,7 @@ TEMPLATES = [
 
 # A bounded psycopg pool per process (Django 5.2): a burst of requests waits up
 # to DELLM_DB_POOL_TIMEOUT seconds for a connection and then gets a 503 with
-# Retry-After (dellm_site/overload.py), instead of opening connections until
+# Retry-After (core/overload.py), instead of opening connections until
 # PostgreSQL refuses everyone. Size it against `max_connections`: see
 # `.env.example` ("Connection budget") and docs/DEPLOYMENT.md ("Connections").
 DELLM_DB_POOL = env_bool("DELLM_DB_POOL", True)
@@ -140,8 +142,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
-    # Not a check: signs out every API token when a password changes (dellm_site/auth.py).
-    {"NAME": "dellm_site.auth.RevokeTokensOnPasswordChange"},
+    # Not a check: signs out every API token when a password changes (core/auth/tokens.py).
+    {"NAME": "core.auth.tokens.RevokeTokensOnPasswordChange"},
 ]
 # django-axes first: it refuses a locked-out username before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
@@ -156,14 +158,14 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 # A success forgets the failures of the username that signed in, and only
 # those: django-axes' own reset also deletes every failure from the same
 # address, the victim's included, so an attacker who signs in to their own
-# account between guesses would never be locked out (dellm_site.auth.AttemptHandler).
+# account between guesses would never be locked out (core.auth.sign_in.AttemptHandler).
 AXES_RESET_ON_SUCCESS = True
-AXES_HANDLER = "dellm_site.auth.AttemptHandler"
-AXES_LOCKOUT_CALLABLE = "dellm_site.auth.lockout_response"
+AXES_HANDLER = "core.auth.sign_in.AttemptHandler"
+AXES_LOCKOUT_CALLABLE = "core.auth.sign_in.lockout_response"
 # The address of a sign-in: DELLM_TRUSTED_PROXIES decides whether X-Forwarded-For counts.
-AXES_CLIENT_IP_CALLABLE = "dellm_site.auth.client_address"
+AXES_CLIENT_IP_CALLABLE = "core.auth.sign_in.client_address"
 # Sign-ins checking a password at once per web process (CPU-bound: more than the
-# cores gain nothing) and how long one waits for its turn before a 503 (dellm_site/auth.py).
+# cores gain nothing) and how long one waits for its turn before a 503 (core/auth/sign_in.py).
 DELLM_SIGN_IN_CONCURRENCY = env_int("DELLM_SIGN_IN_CONCURRENCY", max(2, os.cpu_count() or 1))
 DELLM_SIGN_IN_WAIT = env_float("DELLM_SIGN_IN_WAIT", 30.0)
 # API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
@@ -215,7 +217,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 REDIS_URL = embedded.redis_url()
 # Every Redis key and channel of this instance (Celery queues and their
 # bookkeeping, turn channels, stream slots) starts with this prefix, so
-# instances sharing one Redis never see each other's work (dellm_site/redis_ns.py).
+# instances sharing one Redis never see each other's work (core/redis_ns.py).
 DELLM_REDIS_PREFIX = redis_ns.instance_prefix(DATABASES["default"])
 # TLS (`rediss://` URLs): the CA bundle that signs the server's certificate;
 # unset, the system's trust store. A password goes in the URL (`rediss://:secret@host:6380/0`).
@@ -266,17 +268,17 @@ CELERY_BEAT_SCHEDULE = {
     # Expiries also get a timer task at confirmation; this catches any whose
     # timer was lost (broker flushed, worker down at the time).
     "fire-due-expiries": {"task": "provenance.deletions_fire_due", "schedule": 30.0},
-    # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/vector_indexes.py.
+    # Heavy histories (20k+ messages) get their own IVFFlat index; see chat/index/vectors.py.
     "sync-vector-indexes": {"task": "chat.vector_indexes_sync", "schedule": 3600.0},
     # An index keeps a purged word (GIN keys, vector centroids) until rebuilt:
     # rebuild every text index (concurrently) when purges ran since the last
     # time (provenance/erasure).
     "erasure-scrub": {"task": "provenance.erasure_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
     # Turns whose task was lost or gave up (database outage, worker killed
-    # twice) are re-run or failed with a reason (chat.services.turns_stuck_sweep).
+    # twice) are re-run or failed with a reason (chat.turns.recovery.turns_stuck_sweep).
     "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
     # Regenerations whose task was lost (that sweep leaves regeneration turns
-    # to their deletion) are run again (provenance.regeneration.regenerations_stalled_sweep).
+    # to their deletion) are run again (provenance.regeneration.replies.regenerations_stalled_sweep).
     "sweep-stalled-regenerations": {
         "task": "provenance.regenerations_sweep",
         "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0),
@@ -284,7 +286,7 @@ CELERY_BEAT_SCHEDULE = {
     # Imports whose worker vanished: failed, their uploads deleted.
     "sweep-stuck-imports": {"task": "chat.imports_sweep", "schedule": 600.0},
     # Deletions whose verifying thread stopped before their receipt get one
-    # (provenance.verification.deletions_unverified_sweep).
+    # (provenance.deletions.receipts.deletions_unverified_sweep).
     "sweep-lost-receipts": {"task": "provenance.receipts_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},
 }
 # A turn pending or running with no progress for this long counts as stuck.
@@ -318,7 +320,7 @@ DELLM_LLM = env_choice(
 # rewrite (the user approves the exact text); off, or offline, the rule-based one.
 DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
 # The work one deletion preview spends on redactions, synchronous in the request
-# (provenance/services.py): the matched user messages it scans, oldest first, and
+# (provenance/deletions/preview.py): the matched user messages it scans, oldest first, and
 # their characters in all. The rules are linear, about 30-40 ms per
 # 20,000-character message (`make bench` part `redaction`, 2 shared cores); the
 # default holds one preview to 10 such messages, 0.3-0.4 s in all, so 30 previews
@@ -336,7 +338,7 @@ DELLM_EMBEDDING_MODEL = env_str(
     "DELLM_EMBEDDING_MODEL", "text-embedding-3-small" if DELLM_EMBEDDER == "openai" else "wordllama-l2_supercat-256"
 )
 # Cosine similarity a past message needs to enter a context. 0.25 is the
-# paper's value for OpenAI embeddings; WordLlama's scale is lower (lab/README.md,
+# paper's value for OpenAI embeddings; WordLlama's scale is lower (lab/HISTORY.md,
 # "Retrieval quality", has the calibration).
 DELLM_CONTEXT_THRESHOLD = env_float("DELLM_CONTEXT_THRESHOLD", 0.25 if DELLM_EMBEDDER == "openai" else 0.2)
 # Default similarity for a semantic deletion selection ("forget what I said about X").
@@ -348,7 +350,7 @@ DELLM_FORGET_PROBES = env_int("DELLM_FORGET_PROBES", 64)
 # (the HTTP confirm verifies after it answers): beat writes its receipt, the forget check marked not run.
 DELLM_VERIFY_STALE_AFTER = env_float("DELLM_VERIFY_STALE_AFTER", 600.0)
 DELLM_CONTEXT_K = env_int("DELLM_CONTEXT_K", 5)
-# `relevant` fuses similarity and full text (chat/retrieval.py); `vector` and
+# `relevant` fuses similarity and full text (chat/retrieval/fused.py); `vector` and
 # `lexical` are its two signals alone, kept for comparison.
 DELLM_CONTEXT_POLICIES = ("relevant", "vector", "lexical", "window", "full", "none")
 DELLM_CONTEXT_POLICY = env_choice("DELLM_CONTEXT_POLICY", "relevant", DELLM_CONTEXT_POLICIES)
@@ -366,12 +368,12 @@ DELLM_TURN_MAX_REBUILDS = env_int("DELLM_TURN_MAX_REBUILDS", 5)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 DELLM_DATA_DIR = embedded.data_dir()
-# Importing chat histories (chat/imports.py, docs/IMPORT.md):
+# Importing chat histories (chat/imports/history.py, docs/IMPORT.md):
 # an upload's size in bytes, a zip's conversations.json unpacked, and what one
 # file may hold. A conversation's replies derive from everything before them,
 # stored in linear form (chat/lineage.py): about one edge per message.
 DELLM_IMPORT_MAX_BYTES = env_int("DELLM_IMPORT_MAX_BYTES", 50 * 1024 * 1024)
-# The unpacked text: parsed as a stream (chat/importers/stream.py); the worker
+# The unpacked text: parsed as a stream (chat/imports/formats/stream.py); the worker
 # holds an outline, then at most 8 M characters of it at a time, so its peak
 # does not follow this (docs/IMPORT.md, "Reading a file in bounded memory").
 DELLM_IMPORT_MAX_UNZIPPED_BYTES = env_int("DELLM_IMPORT_MAX_UNZIPPED_BYTES", 128 * 1024 * 1024)
@@ -404,21 +406,21 @@ DELLM_TOFU_DIR = Path(env_str("DELLM_TOFU_DIR", str(BASE_DIR / "lab" / "evaluati
 # Debian's Chromium, driven by Playwright in the browser tests and the graph-page benchmark.
 DELLM_CHROMIUM = env_str("DELLM_CHROMIUM", "/usr/bin/chromium")
 
-# --- HTTP API (dellm_site/api.py, chat/views.py, assistant/views.py, provenance/views.py) ----------
+# --- HTTP API (core/api/, chat/views.py, assistant/chat_view.py, provenance/api/) --------------------
 # Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        # `Authorization: Token <t>` or `Bearer <t>`, knox-hashed (dellm_site/auth.py).
-        "dellm_site.auth.TokenAuthentication",
+        # `Authorization: Token <t>` or `Bearer <t>`, knox-hashed (core/auth/tokens.py).
+        "core.auth.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # DRF's JSON parser with a nesting limit (dellm_site/json_body.py): too deep is a 400, not a RecursionError.
-    "DEFAULT_PARSER_CLASSES": ["dellm_site.json_body.JSONParser"],
+    # DRF's JSON parser with a nesting limit (core/api/json_body.py): too deep is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["core.api.json_body.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "dellm_site.api.exception_handler",
-    # An anonymous client is its address by DeLLM's rule (dellm_site.auth.client_address,
+    "EXCEPTION_HANDLER": "core.api.handler.exception_handler",
+    # An anonymous client is its address by DeLLM's rule (core.auth.sign_in.client_address,
     # which `auth` uses); without NUM_PROXIES, DRF's own takes the whole
     # X-Forwarded-For as the client, a new one with each value a client invents.
     "NUM_PROXIES": DELLM_TRUSTED_PROXIES,
@@ -483,37 +485,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Logs carry ids, never message text (I3); dellm_site/logging.py withholds
-# exception messages (keeping class, SQLSTATE, object names), query strings and
-# non-id arguments of our own loggers. One handler, always filtered: Django's
-# default handlers (`console` when DEBUG, `django.server`'s unfiltered access
-# log, `mail_admins` with request bodies) are replaced by naming their loggers
-# here; uvicorn's loggers likewise (Django configures logging after uvicorn).
-_FILTERED = {"handlers": ["console"], "level": "INFO", "propagate": False}
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"withhold_text": {"()": "dellm_site.logging.WithholdText"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["withhold_text"]},
-    },
-    "root": {"handlers": ["console"], "level": env_str("DELLM_LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django": _FILTERED,
-        "django.server": _FILTERED,
-        "uvicorn": _FILTERED,
-        "uvicorn.error": _FILTERED,
-        "uvicorn.access": _FILTERED,
-        # redis-py gives this logger its own unfiltered handler; pub/sub messages
-        # (streamed reply tokens) would pass through it at DEBUG.
-        "push_response": {"handlers": ["console"], "level": "WARNING", "propagate": False},
-        # httpx logs request lines only, but keep third-party chatter down.
-        **{name: {"level": "WARNING"} for name in ("httpx", "openai", "pgserver")},
-        # At DEBUG (with DEBUG=True) Django logs every SQL statement with its
-        # parameters, message text included: never below INFO.
-        "django.db.backends": {"level": "INFO"},
-    },
-}
+# Logs carry ids, never message text (I3): one handler, always filtered (core/logs.py).
+LOGGING = logging_config(level=env_str("DELLM_LOG_LEVEL", "INFO"))
 # No error mail: Django's would carry request bodies (message text).
 ADMINS: list[tuple[str, str]] = []

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from dellm_site.api import LogoutAllView, LogoutView, TokenView
+from core.auth.views import LogoutAllView, LogoutView, TokenView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -17,7 +17,7 @@ urlpatterns = [
         name="api-schema",
     ),
     # The split view serves its start-up script as a file, so the page keeps the
-    # Content-Security-Policy (dellm_site/middleware.py); the template drops the inline <style>.
+    # Content-Security-Policy (core/middleware.py); the template drops the inline <style>.
     path(
         "api/docs/",
         SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/docs.html"),
@@ -27,11 +27,11 @@ urlpatterns = [
     path("api/", include("chat.urls")),
     path("api/", include("provenance.urls")),
     # OpenAI-compatible: clients are given http://host/v1 as their base URL.
-    path("v1/", include("assistant.completions_urls")),
+    path("v1/", include("assistant.openai.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("chat.page_urls")),
 ]
 
-# JSON errors for /api/ paths, Django's pages elsewhere (dellm_site/api.py).
-handler404 = "dellm_site.api.handler404"
-handler500 = "dellm_site.api.handler500"
+# JSON errors for /api/ paths, Django's pages elsewhere (core/api/handler.py).
+handler404 = "core.api.handler.handler404"
+handler500 = "core.api.handler.handler500"

@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from dellm_site.admin import ReadOnlyModelAdmin
-from dellm_site.types import User
+from core.admin import ReadOnlyModelAdmin
+from core.types import User
 from provenance import admin_views
 from provenance.models import DeletionRequest
 

@@ -23,16 +23,19 @@ from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
-from chat import selectors as chat_selectors
 from chat.models import Message
+from chat.selectors import message_get, thread_list
 from chat.serializers import MessageSerializer, ThreadSerializer
-from dellm_site.api import error_body
-from dellm_site.client_input import whole_number
-from dellm_site.errors import DomainError
-from dellm_site.types import StaffRequest, User
-from provenance import selectors, services
+from core.api.client_input import whole_number
+from core.errors import DomainError, error_body
+from core.types import StaffRequest, User
+from provenance.api.serializers.graph import GraphQuerySerializer, graph_body
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.expiry import deletion_cancel
+from provenance.deletions.preview import deletion_preview
+from provenance.dependents import taint_violations
+from provenance.graph import graph_window
 from provenance.models import DeletionRequest
-from provenance.serializers import GraphQuerySerializer, graph_body
 
 VIEW_AUDIT = "provenance.view_deletionrequest"
 VIEW_MESSAGES = "chat.view_message"
@@ -67,7 +70,7 @@ def integrity_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionReque
     """
     _require(request, VIEW_AUDIT)
     found = defaultdict(list)
-    for owner_id, message_id, parent_id in selectors.taint_violations():
+    for owner_id, message_id, parent_id in taint_violations():
         found[owner_id].append((message_id, parent_id))
     parents = {
         row["pk"]: row
@@ -136,7 +139,7 @@ def graph_elements_view(
 
     def elements() -> Any:
         # The same window as the API's graph: a heavy history stays bounded here too.
-        window = selectors.graph_window(
+        window = graph_window(
             owner=owner,
             thread_id=query.validated_data.get("thread"),
             include_deleted=query.validated_data["include_deleted"],
@@ -155,18 +158,14 @@ def graph_message_view(
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
     return _json(
-        lambda: (
-            MessageSerializer(
-                chat_selectors.message_get(owner=owner, message_id=message_id), context={"staff": True}
-            ).data
-        ),
+        lambda: MessageSerializer(message_get(owner=owner, message_id=message_id), context={"staff": True}).data,
     )
 
 
 def graph_threads_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int) -> HttpResponse:
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
-    return _json(lambda: ThreadSerializer(chat_selectors.thread_list(owner=owner), many=True).data)
+    return _json(lambda: ThreadSerializer(thread_list(owner=owner), many=True).data)
 
 
 # --- Data-subject requests: preview, then confirm, on a user's behalf ----------
@@ -216,7 +215,7 @@ def subject_request_view(request: StaffRequest, model_admin: "ModelAdmin[Deletio
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            deletion = services.deletion_preview(
+            deletion = deletion_preview(
                 owner=data["owner"],
                 actor=request.user,
                 mode=data["mode"],
@@ -254,11 +253,11 @@ def subject_review_view(
         action = request.POST.get("action")
         try:
             if action == "confirm":
-                deletion = services.deletion_confirm(
+                deletion = deletion_confirm(
                     deletion_id=deletion.pk, owner_id=deletion.owner_id, confirmed_by=request.user
                 )
             elif action == "cancel":
-                deletion = services.deletion_cancel(deletion_id=deletion.pk, owner_id=deletion.owner_id)
+                deletion = deletion_cancel(deletion_id=deletion.pk, owner_id=deletion.owner_id)
             else:
                 return HttpResponseBadRequest("Unknown action.")
         except DomainError as error:

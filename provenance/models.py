@@ -78,21 +78,21 @@ class DeletionRequest(OwnerPartitioned):
     executed_at = models.DateTimeField(null=True, blank=True)
     undone_at = models.DateTimeField(null=True, blank=True)
     # The deletion receipt: what the checks run right after execution found,
-    # in ids and counts (provenance/verification.py). Null until executed.
+    # in ids and counts (provenance/deletions/receipts.py). Null until executed.
     receipt = models.JSONField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
     # When the eraser's scrub rebuilt the text indexes of this purge's owner (provenance/erasure). Null until
     # then: the scrub takes every executed purge still null, so one that commits while a scrub runs waits for the next.
     scrubbed_at = models.DateTimeField(null=True, blank=True)
 
-    # Set by `provenance.selectors.imported_dependents_attach`: the imported
+    # Set by `provenance.deletions.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.
     imported_dependents: list[int]
-    # Set by `provenance.selectors.removes_attach`: for a preview, how many of its messages confirming changes now.
+    # Set by `provenance.deletions.selectors.removes_attach`: for a preview, how many messages confirming changes now.
     removes: int | None
-    # Set by `provenance.selectors.tool_steps_attach`: [{"id", "kind"}] of the tool steps it removes.
+    # Set by `provenance.deletions.selectors.tool_steps_attach`: [{"id", "kind"}] of the tool steps it removes.
     tool_steps: list[dict[str, object]]
-    # Set by `provenance.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.
+    # Set by `provenance.deletions.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.
     agent_reads: dict[str, Any]
 
     class Meta:

@@ -1,21 +1,31 @@
 from django.urls import path
 
-from provenance import views
+from provenance.api.views.deletions import (
+    DeletionCancelView,
+    DeletionConfirmView,
+    DeletionDetailView,
+    DeletionListView,
+    DeletionResumeView,
+    DeletionUndoView,
+)
+from provenance.api.views.dependents import DependentPathView, DependentsView
+from provenance.api.views.export import ExportView
+from provenance.api.views.graph import GraphFindView, GraphView
 
 urlpatterns = [
-    path("messages/<int:message_id>/dependents/", views.DependentsView.as_view(), name="message-dependents"),
+    path("messages/<int:message_id>/dependents/", DependentsView.as_view(), name="message-dependents"),
     path(
         "messages/<int:message_id>/dependents/<int:dependent_id>/",
-        views.DependentPathView.as_view(),
+        DependentPathView.as_view(),
         name="message-dependent-path",
     ),
-    path("graph/", views.GraphView.as_view(), name="graph"),
-    path("graph/find/", views.GraphFindView.as_view(), name="graph-find"),
-    path("deletions/", views.DeletionListView.as_view(), name="deletion-list"),
-    path("deletions/<int:deletion_id>/", views.DeletionDetailView.as_view(), name="deletion-detail"),
-    path("deletions/<int:deletion_id>/confirm/", views.DeletionConfirmView.as_view(), name="deletion-confirm"),
-    path("deletions/<int:deletion_id>/cancel/", views.DeletionCancelView.as_view(), name="deletion-cancel"),
-    path("deletions/<int:deletion_id>/undo/", views.DeletionUndoView.as_view(), name="deletion-undo"),
-    path("deletions/<int:deletion_id>/resume/", views.DeletionResumeView.as_view(), name="deletion-resume"),
-    path("export/", views.ExportView.as_view(), name="export"),
+    path("graph/", GraphView.as_view(), name="graph"),
+    path("graph/find/", GraphFindView.as_view(), name="graph-find"),
+    path("deletions/", DeletionListView.as_view(), name="deletion-list"),
+    path("deletions/<int:deletion_id>/", DeletionDetailView.as_view(), name="deletion-detail"),
+    path("deletions/<int:deletion_id>/confirm/", DeletionConfirmView.as_view(), name="deletion-confirm"),
+    path("deletions/<int:deletion_id>/cancel/", DeletionCancelView.as_view(), name="deletion-cancel"),
+    path("deletions/<int:deletion_id>/undo/", DeletionUndoView.as_view(), name="deletion-undo"),
+    path("deletions/<int:deletion_id>/resume/", DeletionResumeView.as_view(), name="deletion-resume"),
+    path("export/", ExportView.as_view(), name="export"),
 ]

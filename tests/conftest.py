@@ -1,5 +1,5 @@
 """Every fixture of the suite, in one place (helpers that are not fixtures are in tests/helpers.py,
-tests/factories.py and tests/browser/pages.py)."""
+tests/factories.py and tests/pages.py)."""
 
 import os
 import re
@@ -13,11 +13,12 @@ from playwright.sync_api import sync_playwright
 from rest_framework.test import APIClient
 
 from dellm_site.celery import app as celery_app
-from provenance import services as deletions
-from tests.browser.pages import sign_in
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
 from tests.factories import KEPT, SECRET, SECRET_WORD, make_edge, make_message, make_thread, make_user, unit_vector
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, AsgiServer, Worker, cache_clear, client_for
+from tests.pages import sign_in
 
 # --- Every test ---------------------------------------------------------------
 
@@ -119,11 +120,11 @@ def history(owner, thread):
     make_edge(secret, reply, rank=0, score=1.0)
     kept = make_message(thread, KEPT, embedding=unit_vector(3))
     lyon = make_message(thread, "I live in Lyon", embedding=unit_vector(4))
-    purge = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", exact=SECRET_WORD)
-    purge = deletions.deletion_confirm(deletion_id=purge.pk, owner_id=owner.pk, confirmed_by=owner)
-    soft = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[lyon.pk])
-    soft = deletions.deletion_confirm(deletion_id=soft.pk, owner_id=owner.pk, confirmed_by=owner)
-    pending = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[kept.pk])
+    purge = deletion_preview(owner=owner, actor=owner, mode="purge", exact=SECRET_WORD)
+    purge = deletion_confirm(deletion_id=purge.pk, owner_id=owner.pk, confirmed_by=owner)
+    soft = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[lyon.pk])
+    soft = deletion_confirm(deletion_id=soft.pk, owner_id=owner.pk, confirmed_by=owner)
+    pending = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[kept.pk])
     return SimpleNamespace(
         secret=secret, reply=reply, kept=kept, lyon=lyon, purge=purge, soft=soft, pending=pending, thread=thread
     )

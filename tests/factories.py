@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Max
 
-from chat.embeddings import embed_one
+from chat.index.embeddings import embed_one
 from chat.models import ContextEdge, Message, Thread
 from chat.writer import Source, Supplied, indexes_refresh, message_store, tool_results_store
 

@@ -25,10 +25,11 @@ from django.db import connection
 from pgserver._commands import POSTGRES_BIN_PATH
 from rest_framework.test import APIClient
 
-from dellm_site.auth import token_create
+from core.auth.tokens import token_create
 from dellm_site.celery import worker_command
 
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def client_for(user) -> APIClient:
@@ -163,7 +164,7 @@ class AsgiServer:
     The one uvicorn helper of the suite. A process of its own: its environment
     (pool sizes, stream caps, the worker's queue) is the test's to set, its
     threads can be counted, and uvicorn's logging setup never touches the
-    test process's filtered logging (dellm_site/logging.py).
+    test process's filtered logging (core/logs.py).
     """
 
     def __init__(self, *, env: dict[str, str], log: Path):

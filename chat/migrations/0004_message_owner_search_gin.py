@@ -1,4 +1,4 @@
-"""A full-text index per owner for hybrid context retrieval (chat/retrieval.py).
+"""A full-text index per owner for hybrid context retrieval (chat/retrieval/fused.py).
 
 GIN over the search vector plus one token naming the owner ("#<id>"): a
 query ANDs that token with its words, so the index returns only that owner's
@@ -16,7 +16,7 @@ name; this migration then finds it and does nothing.
 from django.db import migrations
 
 INDEX = "message_owner_search_gin"
-# Must stay identical to chat.retrieval.OWNER_SEARCH (the planner matches the expression).
+# Must stay identical to chat.retrieval.terms.OWNER_SEARCH (the planner matches the expression).
 OWNER_SEARCH = "(array_to_tsvector(ARRAY['#' || owner_id::text]) || search)"
 
 

@@ -1,9 +1,9 @@
-"""The embedding column loses its fixed dimension, so any embedder fits (chat/embeddings.py).
+"""The embedding column loses its fixed dimension, so any embedder fits (chat/index/embeddings.py).
 
 Each row says its model (`embedding_model`) and vectors are compared only
 within one model. Approximate indexes need a dimension, so they become
 expression indexes with an explicit cast per owner and model
-(chat/vector_indexes.py); the per-owner IVFFlat indexes built on the old
+(chat/index/vectors.py); the per-owner IVFFlat indexes built on the old
 fixed-dimension column are dropped first (ALTER COLUMN cannot rebuild them
 on a dimensionless column) and `manage.py dellm_vector_indexes` (or the
 periodic task) builds their replacements.

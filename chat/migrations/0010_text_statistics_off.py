@@ -8,7 +8,7 @@ message's words in `pg_stats.most_common_elems`; each per-owner IVFFlat
 index's vector cast too). Statistics target 0 makes ANALYZE skip them
 (`ALTER INDEX ... ALTER COLUMN 1` for an index's expression); the registry
 in provenance/erasure/registry.py lists the places, and
-tests/provenance/test_erasure.py fails if one gets statistics. Existing
+tests/provenance/erasure/test_erasure.py fails if one gets statistics. Existing
 statistics are removed where the role may (a superuser); elsewhere an
 operator runs the DELETE below as a superuser, as for 0002.
 """
@@ -22,7 +22,7 @@ COLUMNS = {
     "chat_importupload": ("data",),
 }
 INDEX = "message_owner_search_gin"
-# Per-owner vector indexes (chat/vector_indexes.py) built before this migration; new ones are set at creation.
+# Per-owner vector indexes (chat/index/vectors.py) built before this migration; new ones are set at creation.
 VECTOR_INDEXES = "message_ivf_owner_%"
 
 

@@ -1,6 +1,6 @@
 """Data: every existing message's index from its conversational context (see 0013), in batches.
 
-A frozen copy of `chat.index_context.INDEX_ROWS_SQL` and of the writer's
+A frozen copy of `chat.index.context.INDEX_ROWS_SQL` and of the writer's
 update (a migration must not change when the code does). Vectors are not
 recomputed here (that needs the embedder): `manage.py reembed` embeds every
 message's index text; until then a message keeps its content's vector.

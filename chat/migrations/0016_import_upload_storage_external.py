@@ -1,7 +1,7 @@
 """Keep import uploads uncompressed in TOAST (STORAGE EXTERNAL), so that the worker reads one in blocks.
 
 `substring` of a compressed value decompresses it from its start, so reading
-a 50 MB upload a block at a time (chat.import_uploads.upload_open) would cost
+a 50 MB upload a block at a time (chat.imports.uploads.upload_open) would cost
 the square of its size; uncompressed, each block reads only its own chunks.
 An upload waits only until its job ends. Applies to rows stored from now on.
 """

@@ -2,7 +2,7 @@
 
 A purge of 10,000 messages rewrites the 9,500 rows whose index held one of
 them (chat.writer.indexes), and an UPDATE that changes an indexed column
-writes an entry in every index of the table (lab/README.md has the profile):
+writes an entry in every index of the table (lab/HISTORY.md has the profile):
 
 - `message_owner_search_gin` gets a pending list of at most 64 kB
   (`fastupdate = on, gin_pending_list_limit = 64`): the rewritten rows'
@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 INDEX = "message_owner_search_gin"
-# chat.retrieval.OWNER_SEARCH (migration 0004).
+# chat.retrieval.terms.OWNER_SEARCH (migration 0004).
 OWNER_SEARCH = "(array_to_tsvector(ARRAY['#' || owner_id::text]) || search)"
 
 

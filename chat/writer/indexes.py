@@ -1,14 +1,14 @@
 """Writing messages' indexes: search vectors, `index_sources` and index vectors (see `chat.writer`).
 
 A message's index is derived from its previous turn too
-(`chat.index_context`), so every write that changes which turn precedes a
+(`chat.index.context`), so every write that changes which turn precedes a
 message recomputes that message's index in the same transaction: storing a
 message (its own index, and, for a rewrite put in another's place, the one
 after it), removing messages (every index built from them) and restoring
 them (theirs and the ones after them). The search vector is recomputed in
 SQL at once; a vector built from other sources (when vectors carry the
 previous turn: TURN_VECTOR_WEIGHT > 0) is dropped (the message leaves
-similarity retrieval) until `chat.indexing.messages_index_embed` embeds the
+similarity retrieval) until `chat.writer.vectors.messages_index_embed` embeds the
 new index, after the transaction (embedding is slow and may
 be a network call: never under the owner's lock).
 """
@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import CharField, Field
 
-from chat.index_context import (
+from chat.index.context import (
     INDEX_CONTEXT_SQL,
     INDEX_ROWS_SQL,
     INDEX_SOURCES_SQL,
@@ -32,8 +32,8 @@ from chat.index_context import (
     index_params,
     lookup_cursor,
 )
+from chat.index.vectors import vector_literal
 from chat.models import Message
-from chat.selectors import vector_literal
 
 _TABLE = Message._meta.db_table
 
@@ -118,7 +118,7 @@ def indexes_refresh(*, owner_id: int, ids: Iterable[int], fresh: Iterable[int] =
 
     Caller holds the owner's lock, in its transaction. Where a vector carries
     the previous turn (TURN_VECTOR_WEIGHT > 0), those ids' vectors are gone
-    (`chat.indexing.messages_index_embed` embeds them again), except for
+    (`chat.writer.vectors.messages_index_embed` embeds them again), except for
     `fresh` rows.
     """
     wanted = sorted(set(ids))

@@ -11,12 +11,12 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat.index_context import index_followers
+from chat.index.context import index_followers
 from chat.lineage import sources_landed, transcript_sources
 from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread
 from chat.writer.indexes import indexes_refresh, message_insert_indexed
-from dellm_site.locks import owner_lock
-from dellm_site.runs import bounded_runs
+from core.batches import bounded_batches
+from core.db.locks import owner_lock
 
 # ContextEdge.rank is a smallint.
 MAX_RANK = 32767
@@ -123,7 +123,7 @@ def _row(*, owner_id: int, thread_id: int, seq: int, supplied: Supplied) -> Mess
 
 def _messages_insert(rows: Sequence[Message]) -> list[Message]:
     """`bulk_create` the rows, in statements of at most INSERT_CHARS of text each (all in the caller's transaction)."""
-    for batch in bounded_runs(rows, weigh=_insert_chars, limits=(INSERT_CHARS,)):
+    for batch in bounded_batches(rows, weigh=_insert_chars, limits=(INSERT_CHARS,)):
         Message.objects.bulk_create(batch)
     return list(rows)
 

@@ -9,12 +9,12 @@ from django.db import connection, transaction
 from django.db.models import Case, JSONField, Q, Value, When
 from django.utils import timezone
 
-from chat.index_context import index_dependents, index_followers
+from chat.index.context import index_dependents, index_followers
 from chat.models import Message
 from chat.source_keys import source_key_digest
 from chat.writer.indexes import indexes_refresh
 from chat.writer.messages import SourcesRemoved
-from dellm_site.locks import owner_lock
+from core.db.locks import owner_lock
 
 # --- Import keys ---------------------------------------------------------------
 
@@ -22,7 +22,7 @@ from dellm_site.locks import owner_lock
 def messages_source_keys_digest(*, owner_id: int, ids: Iterable[int]) -> int:
     """Replace the import keys of the owner's messages `ids` by their keyed digests; how many changed.
 
-    A purge's follow-up (`chat.services.purged_imports_scrub`, caller holds
+    A purge's follow-up (`chat.imports.scrub.purged_imports_scrub`, caller holds
     the owner's lock): a key may be text (a JSONL id), and the digest still
     lets a re-import of the same file find the message purged.
     """
@@ -53,7 +53,7 @@ def messages_remove(*, owner_id: int, ids: Iterable[int], deletion_id: int, purg
     reclaims the old tuples). Then, in the same transaction, every index
     built from a removed message is recomputed from what is live
     (`indexes_refresh`: the search vector now, the vector dropped until
-    `chat.indexing.messages_index_embed` runs). Takes the owner's lock.
+    `chat.writer.vectors.messages_index_embed` runs). Takes the owner's lock.
     Provenance decides which ids (Dep); this only writes them.
     """
     now = timezone.now()

@@ -1,8 +1,8 @@
-"""Purging messages whose words sit in their neighbours' indexes (issue 21, item 1).
+"""Purging messages whose words sit in their neighbours' indexes.
 
 A throwaway user holds `neighbours` conversations of three user turns each:
 a plain first turn, the turn to forget, and the turn after it, whose index
-(search vector and vector, chat/index_context.py) carries the second's first
+(search vector and vector, chat/index/context.py) carries the second's first
 words. One purge of every second turn (a deletion of ids, at most 10,000 at
 once) must leave each third turn's index as if the second had never been
 said: the writer recomputes the search vectors and drops the vectors in the
@@ -19,12 +19,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 import chat.writer.statuses
-import provenance.services
-from chat.indexing import messages_index_embed
+import provenance.deletions.remove
 from chat.models import Message, Thread
 from chat.writer import Branch, Supplied, transcripts_store
+from chat.writer.vectors import messages_index_embed
 from lab.bench.seed import owner_drop
-from provenance.services import deletion_confirm, deletion_preview
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
 
 USERNAME_PREFIX = "ctxbench-"
 NEIGHBOURS = 10_000
@@ -84,7 +85,7 @@ def ctxindex_bench(*, neighbours: int = NEIGHBOURS) -> dict[str, Any]:
         preview = deletion_preview(owner=owner, actor=owner, mode="purge", ids=secrets)
         with (
             _Timer(chat.writer.statuses, "indexes_refresh") as refresh,
-            _Timer(provenance.services, "messages_index_embed") as embed,
+            _Timer(provenance.deletions.remove, "messages_index_embed") as embed,
         ):
             started = time.perf_counter()
             deletion = deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)

@@ -1,4 +1,4 @@
-"""Erasure upkeep per partition (issue 23, item 2): the whole table against the purging owner's partition.
+"""Erasure upkeep per partition: the whole table against the purging owner's partition.
 
 Self-contained: two messages-like tables in the bench database, the same
 rows in both (owner, id, a short text and its tsvector, a GIN index on it,
@@ -9,7 +9,7 @@ everyday vocabulary per message plus two rarer tokens (a number, a
 five-letter code), so the GIN index has many keys, as real text gives it.
 
 Then the messages of one owner of the largest partition (the bound's worst
-case) are purged (content and tsvector emptied, as `provenance.services`
+case) are purged (content and tsvector emptied, as `provenance.deletions.remove`
 does) in both tables, and each step of the eraser's
 upkeep is timed on the whole table and on that owner's partition (found by
 `chat.partitions`, as the eraser finds it): `VACUUM (ANALYZE)` (what every

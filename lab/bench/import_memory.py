@@ -1,6 +1,6 @@
 """Peak resident memory of an import: the web request's path and the worker's, each its own process.
 
-The export is the shape issue 20 measured (1,000 conversations x 10
+The export is the shape measured (1,000 conversations x 10
 messages, each node's metadata a list of small objects, which no parser
 reads), grown to about 100 MB of JSON and zipped. The web path is
 `import_job_create` on the zip as the request has it (a file): the sniff
@@ -188,7 +188,8 @@ def _peak_rss_mb() -> float:
 def _child(role: str, path: str, arg: str) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
-    from chat import imports
+    from chat.imports.history import DomainError
+    from chat.imports.jobs import import_job_create, import_job_run
 
     baseline = psutil.Process().memory_info().rss
     started = time.perf_counter()
@@ -196,14 +197,14 @@ def _child(role: str, path: str, arg: str) -> dict[str, Any]:
         owner = get_user_model().objects.get(pk=int(arg))
         try:
             # The job is run by the other child, not by a worker that may be listening.
-            with open(path, "rb") as upload, mock.patch.object(imports, "_enqueue_job", lambda job_id: None):
-                job = imports.import_job_create(owner=owner, data=upload, filename="export.zip")
-        except imports.DomainError as exc:
+            with open(path, "rb") as upload, mock.patch("chat.imports.jobs._enqueue_job", lambda job_id: None):
+                job = import_job_create(owner=owner, data=upload, filename="export.zip")
+        except DomainError as exc:
             result: dict[str, Any] = {"refused": exc.message, "status": exc.status}
         else:
             result = {"job": job.pk, "format": job.format}
     else:
-        job = imports.import_job_run(job_id=int(arg))
+        job = import_job_run(job_id=int(arg))
         assert job is not None
         result = {"status": job.status, "error": job.error, "imported": job.messages_imported}
     return result | {

@@ -22,7 +22,8 @@ from chat.lineage import sources_landed
 from chat.models import Message, Thread
 from chat.writer import GraphEdge, GraphMessage, Supplied, graph_store, message_store
 from lab.bench.seed import owner_drop
-from provenance import services as deletions
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
 
 USERNAME_PREFIX = "taintbench-"
 
@@ -51,8 +52,8 @@ def import_taint_bench(*, messages: int = 100_000) -> dict[str, Any]:
     try:
         thread = Thread.objects.create(owner=owner, title="Taint bench")
         root = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content="deleted since")
-        deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="soft", ids=[root.pk])
-        deletions.deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+        deletion = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[root.pk])
+        deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
         started = time.perf_counter()
         stored = graph_store(
             owner_id=owner.pk,

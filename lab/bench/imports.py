@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from django.contrib.auth import get_user_model
 
-from chat.embeddings import get_embedder
-from chat.imports import history_import, history_parse
+from chat.imports.history import history_import, history_parse
+from chat.index.embeddings import get_embedder
 from lab.bench.seed import owner_drop, sentences
 
 # Not the seed's prefix: these users live only for the measurement.

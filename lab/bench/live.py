@@ -24,7 +24,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from dellm_site.auth import token_create
+from core.auth.tokens import token_create
 from dellm_site.celery import worker_command
 from lab.bench.measure import stats
 from lab.bench.seed import sentences

@@ -50,12 +50,12 @@ from django.contrib.auth.hashers import make_password
 from django.db import connection
 from django.utils import timezone
 
-from chat import services
 from chat.models import ImportJob, Thread, Turn
-from chat.streams import channel
-from dellm_site.auth import token_create
+from chat.turns.start import turn_create
+from chat.turns.stream import channel
+from core.auth.tokens import token_create
 from dellm_site.celery import worker_command
-from provenance.selectors import taint_violations
+from provenance.dependents import taint_violations
 
 ROOT = Path(settings.BASE_DIR)
 USER_PREFIX = "loadbench-"
@@ -314,7 +314,7 @@ def streams_bench(*, streams: int, users: int, pool: int, handshakes: int = 100,
         thread = Thread.objects.create(owner=user, title="bench streams")
         for i in range(per_user):
             if len(turns) < streams:
-                turn = services.turn_create(thread=thread, content=f"stream {i}", enqueue=False)
+                turn = turn_create(thread=thread, content=f"stream {i}", enqueue=False)
                 turns.append((turn.pk, token))
     turn_ids = [turn_id for turn_id, _ in turns]
 
@@ -784,7 +784,7 @@ def _watched_turns(count: int, tag: str) -> tuple[list[tuple[Any, str]], list[tu
         thread = Thread.objects.create(owner=user, title="soak streams")
         for i in range(STREAMS_PER_WATCHER):
             if len(turns) < count:
-                turns.append((services.turn_create(thread=thread, content=f"held {i}", enqueue=False).pk, token))
+                turns.append((turn_create(thread=thread, content=f"held {i}", enqueue=False).pk, token))
     return watchers, turns
 
 

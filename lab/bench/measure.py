@@ -16,22 +16,24 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test import Client
 
-from chat.embeddings import embed_one
-from chat.indexing import messages_index_embed
+from chat.index.embeddings import embed_one
+from chat.index.vectors import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
 from chat.llm import get_responder
 from chat.models import ContextEdge, Message, Thread
-from chat.selectors import IVFFLAT_PROBES, context_retrieve
-from chat.services import turn_create, turn_run
-from chat.vector_indexes import MIN_MESSAGES, owner_vector_index_sync, owner_vector_indexes
+from chat.retrieval.context import IVFFLAT_PROBES, context_retrieve
+from chat.turns.run import turn_run
+from chat.turns.start import turn_create
 from chat.writer import messages_remove
-from dellm_site.auth import token_create
-from dellm_site.locks import owner_lock
+from chat.writer.vectors import messages_index_embed
+from core.auth.tokens import token_create
+from core.db.locks import owner_lock
 from lab.bench.seed import RANDOM_MODEL, bench_user_ids, embed_texts, random_unit, sentences
-from provenance import erasure
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
+from provenance.deletions.receipts import forget_probe
+from provenance.dependents import dep_ids
+from provenance.erasure.eraser import purge_followups, vacuum
 from provenance.models import DeletionRequest
-from provenance.selectors import dep_ids
-from provenance.services import deletion_confirm, deletion_preview
-from provenance.verification import forget_probe
 
 BUCKETS = [("1-10", 1, 10), ("10-1k", 11, 1_000), ("1k-10k", 1_001, 10_000), ("10k+", 10_001, 10**12)]
 RETRIEVAL_SIZES = (1_000, 10_000, 100_000)
@@ -322,7 +324,7 @@ def turn_bench(*, users, turns: int, rng: np.random.Generator) -> dict:
 def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
     """Dep(m) plus the purge of `deletion_confirm`, under the owner's lock, then rolled back.
 
-    The same calls as `provenance.services._apply` (Dep, the writer's
+    The same calls as `provenance.deletions.remove.dependents_remove` (Dep, the writer's
     `messages_remove`, then the eraser's `purge_followups`) minus the
     receipt's forget probe, so the 10k-message cascade is measured without
     spending minutes on the probe (timed on its own below) or changing the
@@ -336,7 +338,7 @@ def _purge_core_ms(owner_id: int, root: int) -> tuple[float, int]:
         started = time.perf_counter()
         members = dep_ids(owner_id=owner_id, roots=[root])
         removed = messages_remove(owner_id=owner_id, ids=members, deletion_id=deletion.pk, purge=True)
-        erasure.purge_followups(owner_id=owner_id, message_ids=removed, deletion_id=deletion.pk)
+        purge_followups(owner_id=owner_id, message_ids=removed, deletion_id=deletion.pk)
         elapsed = (time.perf_counter() - started) * 1000
         transaction.set_rollback(True)
     return elapsed, len(members)
@@ -377,7 +379,7 @@ def purge_bench(*, users, targets=(1_000, 10_000), repeats: int = 2, full_limit:
         for _ in range(repeats):
             # The owner's part vacuumed and analyzed, as after a real purge: each sample rolls back some
             # 20,000 row versions the next would wade through, and a fresh seed has no statistics yet.
-            erasure.vacuum(owner_id=owner_id)
+            vacuum(owner_id=owner_id)
             core.append(_purge_core_ms(owner_id, root)[0])
         row = {"target": target, "size": size, "core": stats(core)}
         row |= {"probe": stats([]), "preview": stats([]), "confirm": stats([])}

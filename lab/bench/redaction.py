@@ -1,4 +1,4 @@
-"""One deletion preview's redactions in the worst case of issue 20 (item 4).
+"""One deletion preview's redactions in the worst case.
 
 A throwaway user holds 50 user messages of 20,000 characters (the most a
 message may have, and the most a preview considers); a semantic selection
@@ -23,12 +23,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test.utils import override_settings
 
-from chat.embeddings import get_embedder
+from chat.index.embeddings import get_embedder
 from chat.models import Thread
 from chat.writer import message_store
 from lab.bench.seed import owner_drop
-from provenance.redaction import Matcher
-from provenance.services import deletion_preview
+from provenance.deletions.preview import deletion_preview
+from provenance.deletions.redaction import Matcher
 
 USERNAME_PREFIX = "redactbench-"
 MESSAGES = 50

@@ -13,12 +13,13 @@ import time
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from chat.embeddings import get_embedder
+from chat.index.embeddings import get_embedder
 from chat.models import Message, Thread, Turn
 from chat.writer import Source, message_store
 from dellm_site.celery import app as celery_app
-from provenance.selectors import taint_violations
-from provenance.services import deletion_confirm, deletion_preview
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
+from provenance.dependents import taint_violations
 
 USERNAME_PREFIX = "bench-regen-"
 

@@ -1,4 +1,4 @@
-"""Writes a bench run: REPORT.md, README_SECTION.md (for lab/README.md, "Performance"), results.json and PNG charts."""
+"""Writes a bench run: REPORT.md, README_SECTION.md (for lab/HISTORY.md, "Performance"), results.json and PNG charts."""
 
 import json
 from pathlib import Path
@@ -12,24 +12,24 @@ TARGETS = {
     "retrieval_100k": 20.0,
     "turn": 25.0,
     "purge_10k": 1000.0,
-    # Issue 23: the graph laid out in a worker; interactive from navigation start.
+    # the graph laid out in a worker; interactive from navigation start.
     "graph": 1000.0,
     "graph_10k": 2000.0,
     "import_10k_s": 60.0,
-    # Issue 20: one page of a 2,000-message conversation with about a million edges (it was 58-61 s, 55-59 MB).
+    # one page of a 2,000-message conversation with about a million edges (it was 58-61 s, 55-59 MB).
     "thread_page": 250.0,
     "thread_page_bytes": 1_000_000,
     "redaction_preview_s": 1.0,
-    # Issue 23: the dependents endpoint by |Dep| (p95), and the whole `deletion_confirm` of about 1,000 (p50).
+    # the dependents endpoint by |Dep| (p95), and the whole `deletion_confirm` of about 1,000 (p50).
     "dependents_1k_10k": 100.0,
     "dependents_10k": 600.0,
     "confirm_1k": 500.0,
-    # Issue 23: the fused retrieval of a 10,000-message user (it was 23 ms p50, 28 ms p95 by exact scan).
+    # the fused retrieval of a 10,000-message user (it was 23 ms p50, 28 ms p95 by exact scan).
     "retrieval_10k": 10.0,
     "index_recall": 0.98,
-    # Issue 23: each erasure upkeep step on the purging owner's partition, as a share of the whole table's time.
+    # each erasure upkeep step on the purging owner's partition, as a share of the whole table's time.
     "erasure_partition_share": 0.25,
-    # Issue 21: a purge of 10,000 messages whose words sit in the next turn's index, follow-up included.
+    # a purge of 10,000 messages whose words sit in the next turn's index, follow-up included.
     "ctxindex_purge_s": 30.0,
 }
 
@@ -282,7 +282,7 @@ def _vector_index_section(part: dict) -> list[str]:
         for r in part["rows"]
     ]
     return [
-        "## Per-owner vector indexes on real vectors (issue 23)",
+        "## Per-owner vector indexes on real vectors",
         _table(
             [
                 "messages",
@@ -303,7 +303,7 @@ def _vector_index_section(part: dict) -> list[str]:
         f"{part['embed_s']:.1f} s; {part['queries']} held-out texts of the same pool are the queries. Top-{part['k']}: "
         f"`context_retrieve` with the vector policy (threshold off), recall against a NumPy brute force. Fused: the "
         f"default policy at the default thresholds. Owners from {part['min_messages']:,} messages get the IVFFlat "
-        "index (`chat.vector_indexes.MIN_MESSAGES`); the HNSW rows are for comparison only (docs/RETRIEVAL.md).",
+        "index (`chat.index.vectors.MIN_MESSAGES`); the HNSW rows are for comparison only (docs/RETRIEVAL.md).",
     ]
 
 
@@ -337,7 +337,7 @@ def _erasure_partition_section(erase: dict) -> list[str]:
     ]
     load = ", ".join(f"{value:.1f}" for value in erase["load_before"] + erase["load_after"])
     return [
-        "## Erasure upkeep per partition (issue 23)",
+        "## Erasure upkeep per partition",
         f"A messages-like table of {erase['messages']:,} short texts with their tsvector over {erase['users']:,} "
         f"owners, plain ({erase['table_mb']:.0f} MB, GIN {erase['gin_mb']:.0f} MB) and hash-partitioned by "
         f"owner_id into {erase['partitions']} (the owner's partition `{erase['partition']}`, the largest: "
@@ -613,11 +613,11 @@ def _sections(results: dict) -> list[str]:
         parts += [
             f"## 2. Context retrieval: top-{retrieval['k']} per user",
             _table(["messages", "method", "n", "p50", "p95", "recall@5", "min recall", "NumPy brute force p50"], lines),
-            "Through `chat.selectors.context_retrieve` (threshold off), against a NumPy brute force over the same "
-            "vectors; a result tied with the 5th best similarity counts as a hit. Owners with at least "
-            "`chat.vector_indexes.MIN_MESSAGES` messages get a partial IVFFlat index (`manage.py "
+            "Through `chat.retrieval.context.context_retrieve` (threshold off), against a NumPy brute force over "
+            "the same vectors; a result tied with the 5th best similarity counts as a hit. Owners with at least "
+            "`chat.index.vectors.MIN_MESSAGES` messages get a partial IVFFlat index (`manage.py "
             "dellm_vector_indexes`); smaller ones are searched exactly. The `fused` rows are the default policy "
-            "(similarity and full text, reciprocal-rank fusion; `chat/retrieval.py`) on the same queries' "
+            "(similarity and full text, reciprocal-rank fusion; `chat/retrieval/fused.py`) on the same queries' "
             "texts, at the default thresholds: latency only (their quality is `make eval`'s CM section).",
             "![Retrieval](retrieval.png)",
         ]
@@ -747,8 +747,8 @@ def _graph_section(graph: dict) -> list[str]:
         "(frontend/static/js/graph/layout-worker.js); draw is Cytoscape's set-up on the page, which holds a "
         "big graph's nodes only: its edges are drawn on the explorer's own canvas "
         "(frontend/static/js/graph/edge-layer.js). "
-        "tests/browser/test_graph_bench.py clicks a node and checks it is selected. The 10,000-node row opens "
-        "a window of 10,000 (`DELLM_GRAPH_WINDOW`, `DELLM_GRAPH_MAX_NODES`). "
+        "tests/provenance/graph/test_graph_bench_browser.py clicks a node and checks it is selected. "
+        "The 10,000-node row opens a window of 10,000 (`DELLM_GRAPH_WINDOW`, `DELLM_GRAPH_MAX_NODES`). "
         "`/graph/` served by runserver, Chromium 1280x800."
         + (f" 10,000 nodes not measured: {missing}." if missing else ""),
     ]
@@ -803,9 +803,9 @@ def _import_section(imported: dict) -> list[str]:
     return [
         "## 7. Importing a chat history",
         f"A generated ChatGPT `conversations.json` ({main['bytes']:,} bytes) of {main['messages']:,} messages in "
-        f"conversations of {main['per_conversation']}, imported by `chat.imports` (parse, WordLlama embeddings in "
-        f"batches, one transaction per conversation, conservative provenance edges). The embedder was loaded "
-        f"beforehand ({imported['embedder_load_s']:.1f} s, once per process).",
+        f"conversations of {main['per_conversation']}, imported by `chat.imports.history` (parse, WordLlama "
+        f"embeddings in batches, one transaction per conversation, conservative provenance edges). The embedder "
+        f"was loaded beforehand ({imported['embedder_load_s']:.1f} s, once per process).",
         _table(
             ["messages", "edges", "parse", "import", "total", "messages/s"],
             [
@@ -832,7 +832,7 @@ def _import_section(imported: dict) -> list[str]:
 
 def _import_taint_section(taint: dict) -> list[str]:
     return [
-        "## Import taint pass (issue 20)",
+        "## Import taint pass",
         f"DeLLM's export chaining {taint['messages']:,} new messages onto a deleted one, each deriving from the "
         "one before: rule 1 stores none of them. `chat.lineage.sources_landed` decides it in one topological "
         "pass; `chat.writer.graph_store` whole adds the owner's lock and the liveness reads "
@@ -854,7 +854,7 @@ def _import_taint_section(taint: dict) -> list[str]:
 
 def _thread_page_section(page: dict) -> list[str]:
     return [
-        "## The thread page of a long conversation (issue 20)",
+        "## The thread page of a long conversation",
         f"One imported ChatGPT conversation of {page['messages']:,} messages, and {page['edges_added']:,} more "
         f"edges into its replies, each from every earlier message (a `full` context; {page['edges']:,} edges in "
         f"all). `GET /api/threads/{{id}}/` answers the newest page and `messages_next`; the older pages follow "
@@ -915,8 +915,8 @@ def _redaction_section(redaction: dict) -> list[str]:
     caps = redaction["caps"]
     matching = redaction["matching"]
     return [
-        "## A redaction preview, worst case (issue 20)",
-        f"A semantic deletion preview (`provenance.services.deletion_preview`, threshold -1) with a "
+        "## A redaction preview, worst case",
+        f"A semantic deletion preview (`provenance.deletions.preview.deletion_preview`, threshold -1) with a "
         f"{redaction['query_chars']:,}-character query over {redaction['messages']} user messages of "
         f"{redaction['chars']:,} characters, each with a redaction on offer (rules, no model). The matching it "
         "replaced compared every token with every query word: 4-5 s per message.",
@@ -934,7 +934,7 @@ def _redaction_section(redaction: dict) -> list[str]:
 def _ctxindex_section(ctxindex: dict) -> list[str]:
     indexes = ctxindex["receipt_indexes"]
     return [
-        "## Purging words that sit in their neighbours' indexes (issue 21)",
+        "## Purging words that sit in their neighbours' indexes",
         f"{ctxindex['neighbours']:,} conversations of three turns ({ctxindex['messages']:,} messages, built and "
         f"embedded in {ctxindex['build_s']:.1f} s); one purge of every second turn, whose first words sit in the "
         f"third turn's index ({ctxindex['carrying']:,} indexes). The confirmation, follow-up and receipt included.",
@@ -979,7 +979,7 @@ def _import_memory_section(memory: dict) -> list[str]:
     refused = memory["refused"]
     long_text = memory.get("long")
     return [
-        "## Memory of an import (issue 20)",
+        "## Memory of an import",
         f"A generated ChatGPT export: {memory['text_bytes'] / 1e6:.0f} MB of JSON ({memory['zip_bytes'] / 1e6:.1f} MB "
         f"zipped), {memory['conversations']:,} conversations x {memory['messages'] // memory['conversations']} "
         "messages, each node's metadata a list of small objects. Each path runs in its own process "

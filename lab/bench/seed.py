@@ -169,7 +169,7 @@ def random_unit(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def embed_texts(texts: list[str]) -> np.ndarray:
-    from chat.embeddings import get_embedder
+    from chat.index.embeddings import get_embedder
 
     vectors = get_embedder().embed(texts)
     if any(v is None for v in vectors):

@@ -1,4 +1,4 @@
-"""The thread page of a long conversation (issue 20, item 2): latency and bytes over HTTP.
+"""The thread page of a long conversation: latency and bytes over HTTP.
 
 Self-contained: a throwaway user imports one 2,000-message ChatGPT
 conversation (linear transcript edges, `chat.lineage`), then every reply gets
@@ -19,7 +19,7 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
-from chat.imports import history_import, history_parse
+from chat.imports.history import history_import, history_parse
 from chat.models import ContextEdge, Message, Thread
 from chat.writer import edges_copy
 from lab.bench.imports import _user, chatgpt_export

@@ -1,4 +1,4 @@
-"""Per-owner vector indexes for mid-size histories, on real WordLlama vectors (issue 23, item 4).
+"""Per-owner vector indexes for mid-size histories, on real WordLlama vectors.
 
 Random unit vectors say nothing about an index's recall (they have no
 clusters: IVFFlat measured 0.14 on them). Here a throwaway user per size
@@ -28,19 +28,13 @@ from django.utils import timezone
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types import TypeInfo
 
-from chat.embeddings import get_embedder
+from chat.index.embeddings import get_embedder
+from chat.index.vectors import INDEX_PREFIX, MIN_MESSAGES, embedding_cast, owner_vector_index_sync, owner_vector_indexes
 from chat.models import Message, Thread
 from chat.partitions import partition_of
-from chat.selectors import IVFFLAT_PROBES, context_retrieve
-from chat.vector_indexes import (
-    INDEX_PREFIX,
-    MIN_MESSAGES,
-    embedding_cast,
-    owner_vector_index_sync,
-    owner_vector_indexes,
-)
+from chat.retrieval.context import IVFFLAT_PROBES, context_retrieve
 from chat.writer import messages_copy, messages_index_build, owners_history_delete
-from dellm_site.planning import planned_parts
+from core.db.planning import planned_parts
 from lab.bench.measure import stats, timed
 from lab.bench.seed import sentences
 from lab.evaluation.personas import pf_generate

@@ -1,4 +1,4 @@
-"""Runs the CM benchmark through `chat.selectors.context_retrieve`, exactly as a turn calls it.
+"""Runs the CM benchmark through `chat.retrieval.context.context_retrieve`, exactly as a turn calls it.
 
 Each conversation goes into a throwaway `eval-` user (a thread per session,
 messages embedded with the embedder under test), then each question is
@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from chat.embeddings import Embedder
-from chat.indexing import messages_index_embed
+from chat.index.embeddings import Embedder
 from chat.models import Thread
-from chat.retrieval import NEIGHBOURS
-from chat.selectors import context_retrieve
+from chat.retrieval.context import context_retrieve
+from chat.retrieval.neighbours import NEIGHBOURS
 from chat.writer import Branch, Supplied, message_store, transcripts_store
+from chat.writer.vectors import messages_index_embed
 from lab.evaluation.memory import Conversation
 from lab.evaluation.systems import USERNAME_PREFIX
-from provenance.selectors import dep_ids
+from provenance.dependents import dep_ids
 
 POLICIES = ("vector", "lexical", "relevant", "window")
 KS = (1, 3, 5, 10)
-# The neighbour modes measured (chat/retrieval.py, NEIGHBOURS) with each relevance policy.
+# The neighbour modes measured (chat/retrieval/neighbours.py, NEIGHBOURS) with each relevance policy.
 NEIGHBOUR_SWEEP = ("none", "question", "next", "both", "fill")
 NEIGHBOUR_POLICIES = ("vector", "lexical", "relevant")
 # The context sizes at which a deletion's cascade is counted (the product's DELLM_CONTEXT_K is 5).
@@ -53,7 +53,7 @@ class Setting:
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
     """Store the history through the one writer, a thread per session; returns {fact key: message id}.
 
-    Then each message's index text is embedded by the embedder under test, as the doors do (chat/indexing.py).
+    Then each message's index text is embedded by the embedder under test, as the doors do (chat/writer/vectors.py).
     """
     branches, keys = [], []
     for number, session in enumerate(conversation.sessions, 1):
@@ -106,7 +106,7 @@ def conversation_run(
         for number, question in enumerate(conversation.questions):
             thread = Thread.objects.create(owner=owner, title=f"question {number}")
             message = message_store(owner_id=owner.pk, thread_id=thread.pk, role="user", content=question.text)
-            # Its index text, as a turn embeds its user message (`chat.indexing.message_index_embed`).
+            # Its index text, as a turn embeds its user message (`chat.writer.vectors.message_index_embed`).
             messages_index_embed(
                 owner_id=owner.pk, ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", "")
             )
@@ -176,7 +176,7 @@ def cascade_sizes(*, history: dict[int, set[int]], contexts: list[list[int]], k:
 def _cascades(
     *, owner_id: int, contexts: dict[Setting, list[list[int]]], evidence: list[int]
 ) -> dict[str, dict[int, dict[int, int]]]:
-    """{setting label: {k: {evidence id: |Dep|}}}, Dep in the history through `provenance.selectors.dep_ids`."""
+    """{setting label: {k: {evidence id: |Dep|}}}, Dep in the history through `provenance.dependents.dep_ids`."""
     history = {e: dep_ids(owner_id=owner_id, roots=[e]) for e in evidence}
     return {
         setting.label: {k: cascade_sizes(history=history, contexts=per_question, k=k) for k in DEP_KS}
@@ -223,7 +223,7 @@ def summarize(records: list[dict], key: Callable[[dict], tuple]) -> list[dict]:
 
 def embedders_available() -> dict[str, Embedder]:
     """The embedders measured: the configured one (offline by default)."""
-    from chat.embeddings import get_embedder
+    from chat.index.embeddings import get_embedder
 
     found: dict[str, Embedder] = {}
     embedder = get_embedder()
@@ -309,13 +309,13 @@ def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
     return "\n\n".join(
         [
             "## Conversational memory (CM, DIA): evidence retrieval",
-            "Through `chat.selectors.context_retrieve` exactly as a turn calls it: each question is stored as a user "
-            "message (questions stay in the history) and its context read with each policy at the configured "
+            "Through `chat.retrieval.context.context_retrieve` exactly as a turn calls it: each question is stored "
+            "as a user message (questions stay in the history) and its context read with each policy at the configured "
             "thresholds; recall@k is the share of a question's evidence messages in its top k, MRR the mean "
             "reciprocal rank of the first one. `vector` = similarity only, `lexical` = full text only, "
             "`relevant` = both fused, `window` = the last k messages; `+question`, `+next`, `+both`, `+fill` "
-            "share the k slots with the matches' neighbours (chat/retrieval.py, NEIGHBOURS; a policy without one "
-            f"has none; the product's default is `relevant+{NEIGHBOURS}`). Mean |Dep|: the "
+            "share the k slots with the matches' neighbours (chat/retrieval/neighbours.py, NEIGHBOURS; a policy "
+            f"without one has none; the product's default is `relevant+{NEIGHBOURS}`). Mean |Dep|: the "
             "messages a deletion of one evidence message would remove, its history's dependents plus the replies "
             "whose first k context items hold one of them (every context item is an edge). Data: "
             + "; ".join(f"{name}: {text}" for name, text in datasets.items())

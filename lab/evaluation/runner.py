@@ -10,7 +10,7 @@ from chat.models import ContextEdge, Message
 from lab.evaluation.datasets import Dataset, Scenario
 from lab.evaluation.metrics import Judge, leaked_words, lexemes, score_answer
 from lab.evaluation.systems import EvalOwner, System
-from provenance.selectors import taint_violations
+from provenance.dependents import taint_violations
 
 
 def tick_none() -> None:

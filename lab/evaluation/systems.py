@@ -1,8 +1,8 @@
 """The compared systems, each a context policy plus a way to forget, on the real services.
 
 An `EvalOwner` is one throwaway user (`eval-` prefix) with one thread. Every
-message goes through `chat.services.turn_create` + `turn_run`; every removal
-through `provenance.services.deletion_preview` + `deletion_confirm`.
+message goes through `chat.turns.start.turn_create` + `turn_run`; every removal
+through `provenance.deletions.preview.deletion_preview` + `deletion_confirm`.
 """
 
 import secrets
@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 
 from chat.models import Message, Turn
-from chat.services import thread_create, turn_create, turn_run
-from provenance.services import deletion_confirm, deletion_preview
+from chat.threads import thread_create
+from chat.turns.run import turn_run
+from chat.turns.start import turn_create
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
 
 DEFAULT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 USERNAME_PREFIX = "eval-"

@@ -2,7 +2,8 @@
 
 Run: `DELLM_LAB=1 manage.py shell -c "from lab.evaluation.time_sweep import main; main()"`.
 Each setting runs `dellm_eval --datasets cm` once with one constant of
-`chat.retrieval` changed, and prints recall@1 / recall@5 / MRR of the
+`chat.retrieval.time_rank` changed (TIME_POOL also in `chat.retrieval.fused`),
+and prints recall@1 / recall@5 / MRR of the
 `relevant` policy per question kind.
 """
 
@@ -12,7 +13,7 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from chat import retrieval
+from chat.retrieval import fused, time_rank
 from lab.evaluation.memory_run import summarize
 
 GRID: list[dict[str, float]] = [
@@ -34,12 +35,18 @@ def _row(records: list[dict]) -> str:
     )
 
 
+def _set(name: str, value: float) -> None:
+    for module in (time_rank, fused):
+        if hasattr(module, name):
+            setattr(module, name, value)
+
+
 def main() -> None:
-    defaults = {name: getattr(retrieval, name) for name in ("PERIOD_BOOST", "WHEN_BOOST", "RECENCY_BOOST", "TIME_POOL")}
+    defaults = {name: getattr(time_rank, name) for name in ("PERIOD_BOOST", "WHEN_BOOST", "RECENCY_BOOST", "TIME_POOL")}
     try:
         for change in GRID:
             for name, value in {**defaults, **change}.items():
-                setattr(retrieval, name, value)
+                _set(name, value)
             with tempfile.TemporaryDirectory() as out:
                 call_command(
                     "dellm_eval", datasets="cm", cm_tofu_questions=0, out=out, no_progress=True, stdout=StringIO()
@@ -49,4 +56,4 @@ def main() -> None:
             print(change or "defaults", _row(records), flush=True)
     finally:
         for name, value in defaults.items():
-            setattr(retrieval, name, value)
+            _set(name, value)

@@ -1,9 +1,9 @@
 from django.core.management import call_command
 from django.db import connection
 
-from chat.embeddings import get_embedder
+from chat.index.embeddings import get_embedder
 from chat.models import Message
-from chat.selectors import context_retrieve
+from chat.retrieval.context import context_retrieve
 from tests.factories import make_message, unit_vector
 
 
@@ -92,7 +92,7 @@ def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimensio
 
         def embed_then_look(texts: list[str]) -> list:
             # The second batch: rex and slippers are re-embedded, sleeps and nurse not yet (each batch's
-            # texts are its messages' own words, then their previous turns': chat/indexing.py).
+            # texts are its messages' own words, then their previous turns': chat/writer/vectors.py).
             if len(during) == 0 and texts[:2] == [sleeps.content, nurse.content]:
                 during["new"] = context_retrieve(message=question, policy="vector", k=10, threshold=-1, window=0)
                 during["fused"] = context_retrieve(message=question, policy="relevant", k=10, threshold=-1, window=0)

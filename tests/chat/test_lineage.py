@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from chat.lineage import ProvenanceCycle, sources_landed, transcript_sources
 from chat.models import ContextEdge, Message
-from provenance import services as deletions
-from provenance.selectors import dep_ids
+from provenance.deletions.preview import deletion_preview
+from provenance.dependents import dep_ids
 from tests.factories import make_thread, make_user
 
 
@@ -283,7 +283,7 @@ def _store(history: History, edges: set[tuple[int, int]], transcript: set[tuple[
 
 
 def _preview_removed(owner, message_id: int) -> set[int]:
-    deletion = deletions.deletion_preview(owner=owner, actor=owner, mode="purge", ids=[message_id])
+    deletion = deletion_preview(owner=owner, actor=owner, mode="purge", ids=[message_id])
     return set(deletion.matched_ids) | set(deletion.dependent_ids)
 
 

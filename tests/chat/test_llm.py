@@ -3,7 +3,7 @@
 import pytest
 
 from chat.llm import Answer, ContextItem, OfflineResponder, OpenAIResponder, ToolOffer, ToolStep, build_prompt
-from dellm_site.errors import UpstreamFailed
+from core.errors import UpstreamFailed
 
 CONTEXT = [ContextItem(id=7, seq=3, role="user", content="I live in Paris.", score=0.8)]
 

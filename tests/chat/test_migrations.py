@@ -88,7 +88,7 @@ def test_partition_migration_converts_a_populated_installation(db, capsys):
         # What another engineer's earlier migration may add: the copy must carry it without naming it.
         cursor.execute("ALTER TABLE chat_message ADD COLUMN later_note text NOT NULL DEFAULT 'n'")
         cursor.execute("CREATE INDEX message_later_note ON chat_message (owner_id, later_note)")
-        # A per-owner partial index (as chat/vector_indexes.py builds) with its statistics off.
+        # A per-owner partial index (as chat/index/vectors.py builds) with its statistics off.
         cursor.execute(f"CREATE INDEX message_owner_probe ON chat_message (seq) WHERE owner_id = {owners[1]}")
         cursor.execute("ALTER INDEX message_owner_search_gin ALTER COLUMN 1 SET STATISTICS 0")
     before = {table: _rows(table) for table in PARTITIONED}

@@ -1,4 +1,4 @@
-"""Every product query names its owner: the planner reads one partition of each per-owner table (issue 23).
+"""Every product query names its owner: the planner reads one partition of each per-owner table.
 
 Each product flow runs under CaptureQueriesContext; then every SELECT,
 UPDATE and DELETE it sent that reads a partitioned table is EXPLAINed
@@ -6,12 +6,11 @@ UPDATE and DELETE it sent that reads a partitioned table is EXPLAINed
 query that does not name the owner (a lookup by id alone, a recursive CTE
 whose recursive part joins edges by id only) has every partition in its plan.
 Exempt, and not run here: the admin's cross-owner pages and the beat sweeps
-over every owner (docs/ARCHITECTURE.md, "Partitioned by owner").
+over every owner (docs/subsystems/schema.md).
 """
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -20,21 +19,22 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from assistant import agents
-from chat.embeddings import embed_one
+from assistant.mcp import tools
+from chat.index.embeddings import embed_one
 from chat.models import Message, Turn
 from chat.partitions import is_partitioned
-from chat.services import tool_results_turn_create, turn_tool_steps
+from chat.turns.tool_steps import tool_results_turn_create, turn_tool_steps
 from chat.writer import Source, message_store
-from dellm_site.auth import token_create
-from dellm_site.planning import planned_parts
+from core.auth.tokens import token_create
+from core.db.planning import planned_parts
 from tests.factories import make_edge, make_message, make_thread, make_tool_steps
+from tests.helpers import FIXTURES
 
 PARTITIONED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
 _PARTITION = re.compile(rf"^({'|'.join(PARTITIONED)})_p\d+$")
 _READS = re.compile(r"^\s*(SELECT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 _TABLES = re.compile(rf"\b({'|'.join(PARTITIONED)})\b")
-CHATGPT = (Path(__file__).parent / "fixtures" / "chatgpt_conversations.json").read_bytes()
+CHATGPT = (FIXTURES / "chatgpt_conversations.json").read_bytes()
 
 
 def _relations(node: dict) -> list[str]:
@@ -62,7 +62,7 @@ def wide_queries(queries: list[dict]) -> list[tuple[str, dict[str, int]]]:
     """The captured queries that read more than one partition of a table, with how many of each."""
     wide = []
     for query in queries:
-        # A statement with planner settings of its own is sent with them (dellm_site.planning).
+        # A statement with planner settings of its own is sent with them (core.db.planning).
         _, sql = planned_parts(query["sql"])
         if not _READS.match(sql) or not _TABLES.search(sql):
             continue
@@ -221,14 +221,14 @@ def _purge_an_import(w):
 
 
 def _agent_tools(w):
-    # The MCP tools' logic (assistant/agents.py): what an agent reads, writes and asks to forget.
-    found = agents.search_memory(user=w["owner"], client="pruning", query="bees on the roof", k=3)
+    # The MCP tools' logic (assistant/tools.py): what an agent reads, writes and asks to forget.
+    found = tools.search_memory(user=w["owner"], client="pruning", query="bees on the roof", k=3)
     assert found["memories"]
-    assert agents.explain(user=w["owner"], client="pruning", id=w["m"][0].pk)["id"] == w["m"][0].pk
+    assert tools.explain(user=w["owner"], client="pruning", id=w["m"][0].pk)["id"] == w["m"][0].pk
     note = w["run"](
-        lambda: agents.remember(user=w["owner"], client="pruning", text="Bees.", derived_from=[w["m"][0].pk])
+        lambda: tools.remember(user=w["owner"], client="pruning", text="Bees.", derived_from=[w["m"][0].pk])
     )
-    preview = agents.forget(user=w["owner"], client="pruning", base_url="http://testserver", ids=[note["id"]])
+    preview = tools.forget(user=w["owner"], client="pruning", base_url="http://testserver", ids=[note["id"]])
     assert preview["deletion"]["total"] == 1
 
 

@@ -7,8 +7,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from chat import imports
-from chat.importers import parse_file
+from chat.imports.formats import parse_file
+from chat.imports.history import history_import
 from chat.models import ImportJob, Message, Thread
 from chat.quotas import ImportAllowance, QuotaExceeded
 from chat.writer import message_store
@@ -74,7 +74,7 @@ def test_an_import_lands_whole_conversations_until_the_quota_then_reports_each_l
     settings.DELLM_QUOTA_MESSAGES_PER_DAY = 7
     history(owner, 1)
     # 1 stored + 2 + 3 fit in 7; the next 2 would make 8, and the one after is refused too, though it would fit.
-    progress = imports.history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 3, 2, 1)))
+    progress = history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 3, 2, 1)))
     assert (progress.messages_imported, progress.conversations_failed) == (5, 2)
     assert sorted(Thread.objects.filter(owner=owner, source="jsonl").values_list("source_id", flat=True)) == [
         "c0",
@@ -106,8 +106,8 @@ def test_an_import_counts_messages_other_doors_store_while_it_runs(owner, thread
 
 def test_reimporting_a_file_counts_only_its_new_messages(owner, settings):
     settings.DELLM_QUOTA_MESSAGES_PER_DAY = 6
-    assert imports.history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 2))).messages_imported == 4
+    assert history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 2))).messages_imported == 4
     # The grown file holds 7, of which 3 are new: 4 + 2 fit, the conversation of 1 after them does not.
-    progress = imports.history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 4, 1)))
+    progress = history_import(owner_id=owner.pk, parsed=parse_file(jsonl(2, 4, 1)))
     assert (progress.messages_imported, progress.conversations_failed) == (2, 1)
     assert progress.errors[0]["conversation"] == "c2"

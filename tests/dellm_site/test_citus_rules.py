@@ -1,4 +1,4 @@
-"""The live schema follows Citus's rules for tables distributed by `owner_id` (issue 23, item 3; docs/SCALING.md).
+"""The live schema follows Citus's rules for tables distributed by `owner_id` (docs/SCALING.md).
 
 Citus itself is not run here: the rules are read from the catalog of the
 schema the migrations built. A table distributed by a column can only
@@ -158,7 +158,7 @@ def test_every_table_of_ours_has_a_placement(db):
 
 
 def test_the_product_schema_follows_citus_rules(db):
-    # Passes once the per-owner tables are partitioned by owner_id with owner_id in every key (issue 23, item 1).
+    # Passes once the per-owner tables are partitioned by owner_id with owner_id in every key.
     assert citus_violations(distributed=DISTRIBUTED, reference=REFERENCE) == []
 
 
@@ -328,9 +328,10 @@ def test_product_requests_pin_every_per_owner_table_to_the_owner(owner, thread):
 
     The statements are captured as they run (their SQL with the values), so
     the ORM's and the raw SQL's are checked alike. Passes once every product
-    query names its owner (issue 23, item 1).
+    query names its owner.
     """
-    from chat.services import turn_create, turn_run
+    from chat.turns.run import turn_run
+    from chat.turns.start import turn_create
 
     api = client_for(owner)
     with CaptureQueriesContext(connection) as queries:

@@ -8,7 +8,7 @@ Celery child or in the pool threads that serve stream reads, so each kept its la
 from celery.signals import task_prerun
 from django.db import connection, connections
 
-from dellm_site.event_streams import on_db_briefly
+from core.streams.endpoint import on_db_briefly
 from tests.helpers import run_async
 
 

@@ -1,4 +1,4 @@
-"""Without REDIS_URL, DeLLM uses its own embedded Redis, never one that answers on 127.0.0.1:6379 (issue 20, item 7).
+"""Without REDIS_URL, DeLLM uses its own embedded Redis, never one that answers on 127.0.0.1:6379.
 
 A system Redis may save to disk (RDB snapshots, an append-only file), and
 Redis holds task payloads, throttle counters, stream slots and a reply's
@@ -9,11 +9,9 @@ directory, and Celery's broker reaches it over its Unix socket.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from dellm_site.redis_ns import broker_url
-
-ROOT = Path(__file__).resolve().parents[2]
+from core.redis_ns import broker_url
+from tests.helpers import ROOT
 
 PROBE = """
 import os

@@ -1,4 +1,4 @@
-"""Logs keep what an operator needs and nothing a user wrote (issue 13, findings 4 and 10), through the real LOGGING."""
+"""Logs keep what an operator needs and nothing a user wrote, through the real LOGGING."""
 
 import logging
 import os
@@ -6,18 +6,18 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 from django.db import IntegrityError, connection
 from django.utils.log import AdminEmailHandler
 
-from dellm_site.auth import token_create
-from dellm_site.logging import WithholdText
+from core.auth.tokens import token_create
+from core.logs import WithholdText
 from tests.factories import make_message, make_thread, make_user
+from tests.helpers import ROOT
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+BASE_DIR = ROOT
 SECRET = "Zanzibar-4471 quokka"
 SECRET_WORDS = ("Zanzibar", "quokka")
 
@@ -96,9 +96,9 @@ def test_connection_errors_are_logged_whole_through_the_real_configuration():
         "    except psycopg.OperationalError as exc:\n"
         "        raise OperationalError(*exc.args) from exc\n"
         "except OperationalError:\n"
-        "    logging.getLogger('chat.tasks').exception('turn %s failed', 42)\n"
+        "    logging.getLogger('chat.turns.tasks').exception('turn %s failed', 42)\n"
     )
-    assert "chat.tasks turn 42 failed" in logged
+    assert "chat.turns.tasks turn 42 failed" in logged
     assert "django.db.utils.OperationalError: connection failed" in logged
     assert "[withheld]" not in logged.split("turn 42 failed", 1)[1]
 

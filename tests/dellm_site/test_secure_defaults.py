@@ -1,4 +1,4 @@
-"""Secure by default (issue 13, finding 3): settings read in fresh processes, as a server would."""
+"""Secure by default: settings read in fresh processes, as a server would."""
 
 import os
 import re
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
+
+BASE_DIR = ROOT
 PUBLISHED_KEY = "dellm-insecure-dev-key-change-me"
 
 

@@ -9,6 +9,7 @@ from django.db import connection
 from django.test import AsyncClient, Client
 
 from tests.factories import make_message
+from tests.helpers import ROOT
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,6 +43,32 @@ def test_beat_schedules_registered_tasks_only():
     assert all(entry["task"] in app.tasks for entry in app.conf.beat_schedule.values())
 
 
+def test_every_subsystem_tasks_module_is_discovered_under_its_stable_names():
+    from dellm_site.celery import TASK_PACKAGES, app
+
+    folders = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for package in ("core", "chat", "provenance", "assistant")
+        for path in (ROOT / package).rglob("tasks.py")
+    }
+    assert sorted(TASK_PACKAGES) == sorted(folders)
+    app.loader.import_default_modules()
+    assert sorted(name for name in app.tasks if not name.startswith("celery.")) == [
+        "chat.import_run",
+        "chat.imports_sweep",
+        "chat.turn_run",
+        "chat.turns_sweep",
+        "chat.vector_indexes_sync",
+        "provenance.deletion_fire",
+        "provenance.deletions_fire_due",
+        "provenance.erasure_scrub",
+        "provenance.erasure_vacuum",
+        "provenance.receipts_sweep",
+        "provenance.regeneration_run",
+        "provenance.regenerations_sweep",
+    ]
+
+
 def test_worker_children_get_the_worker_pool_size(settings, monkeypatch):
     from dellm_site.celery import _worker_pool_size
 
@@ -55,7 +82,7 @@ def test_worker_children_get_the_worker_pool_size(settings, monkeypatch):
 
 
 def test_redis_prefix_defaults_to_a_digest_of_the_database_and_is_exported(monkeypatch):
-    from dellm_site.redis_ns import instance_prefix
+    from core.redis_ns import instance_prefix
 
     monkeypatch.delenv("DELLM_REDIS_PREFIX", raising=False)
     one = instance_prefix({"HOST": "/tmp/a", "PORT": "", "NAME": "dellm"})
@@ -69,7 +96,7 @@ def test_redis_prefix_defaults_to_a_digest_of_the_database_and_is_exported(monke
 
 
 def test_every_middleware_is_async_capable(settings):
-    """One sync-only middleware puts every async view on a waiting thread (dellm_site/middleware.py)."""
+    """One sync-only middleware puts every async view on a waiting thread (core/middleware.py)."""
     from django.utils.module_loading import import_string
 
     sync_only = [path for path in settings.MIDDLEWARE if not getattr(import_string(path), "async_capable", False)]

@@ -8,12 +8,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from chat.index.vectors import owner_vector_index_sync, owner_vector_indexes
 from chat.models import ContextEdge, Message
-from chat.vector_indexes import owner_vector_index_sync, owner_vector_indexes
 from lab.bench.measure import OwnerGraph
 from lab.bench.report import report_write
 from lab.bench.seed import USERNAME_PREFIX, bench_user_ids
-from provenance.selectors import dep_ids, taint_violations
+from provenance.dependents import dep_ids, taint_violations
 from tests.factories import make_user
 
 
@@ -150,7 +150,7 @@ def _graph_size(nodes: int, interactive: float) -> dict:
 
 
 def test_report_holds_the_graph_page_at_2000_and_10000_nodes_against_their_targets(tmp_path):
-    # Issue 23: <= 1 s at 2,000 nodes, <= 2 s at 10,000; the first met, the second missed here.
+    # <= 1 s at 2,000 nodes, <= 2 s at 10,000; the first met, the second missed here.
     graph = {**_graph_size(2000, 900.0), "large": _graph_size(10_000, 2500.0)}
     meta = {"command": "dellm_bench --parts graph", "data": "-", "vectors": "-", "machine": "-", "seconds": 1.0}
 

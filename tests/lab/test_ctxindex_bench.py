@@ -15,6 +15,6 @@ def test_ctxindex_bench_smoke_recomputes_every_neighbour_and_cleans_up(db, tmp_p
     assert results["receipt_indexes"] == {"passed": True, "recomputed": 5, "stale": 0}
     assert (results["receipt_passed"], results["left_carrying"], results["left_unembedded"]) == (True, 0, 0)
     report = (tmp_path / "REPORT.md").read_text()
-    assert "## Purging words that sit in their neighbours' indexes (issue 21)" in report
+    assert "## Purging words that sit in their neighbours' indexes" in report
     assert Message.objects.count() == 0
     assert not get_user_model().objects.filter(username__startswith="ctxbench-").exists()

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from chat.embeddings import get_embedder
+from chat.index.embeddings import get_embedder
 from lab.evaluation.dialogue import CLASSES, EVENTS, NAMES, ROLES, WHEN, dialogue_generate
 from lab.evaluation.memory import Conversation, Question, Turn
 from lab.evaluation.memory_run import Setting, cascade_sizes, conversation_run, summarize

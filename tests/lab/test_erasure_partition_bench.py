@@ -26,7 +26,7 @@ def test_erasure_partition_bench_times_each_step_on_the_table_and_one_partition_
     steps = {"vacuum_s", "reindex_s", "vacuum_full_s"}
     assert set(erase["whole"]) == set(erase["partition_steps"]) == steps
     report = (tmp_path / "REPORT.md").read_text()
-    assert "## Erasure upkeep per partition (issue 23)" in report
+    assert "## Erasure upkeep per partition" in report
     assert "REINDEX INDEX CONCURRENTLY of the GIN index (the scrub) of one owner's partition" in report
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'bench_erase%'")

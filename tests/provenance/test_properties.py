@@ -10,9 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chat.models import Message
-from dellm_site.errors import Conflict
-from provenance import services
-from provenance.selectors import dep_ids, taint_violations
+from core.errors import Conflict
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.expiry import deletion_fire
+from provenance.deletions.preview import deletion_preview
+from provenance.deletions.undo import deletion_undo
+from provenance.dependents import dep_ids, taint_violations
 from tests.factories import make_edge, make_message, make_thread, make_user
 
 LIVE = {"active", "expiring"}
@@ -83,7 +86,7 @@ def test_random_deletions_keep_invariants(history):
                 assert dep_ids(owner_id=owner.pk, roots=[pk[r] for r in roots], depth=depth) == {
                     pk[i] for i in expected
                 }
-                preview = services.deletion_preview(
+                preview = deletion_preview(
                     owner=owner,
                     actor=owner,
                     ids=[pk[r] for r in roots],
@@ -92,9 +95,9 @@ def test_random_deletions_keep_invariants(history):
                     expire_at=timezone.now() + timedelta(hours=1) if mode == "expire" else None,
                 )
                 assert statuses(owner) == before
-                done = services.deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+                done = deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
                 if mode == "expire":
-                    done = services.deletion_fire(deletion_id=done.pk, now=done.expire_at + timedelta(seconds=1))
+                    done = deletion_fire(deletion_id=done.pk, now=done.expire_at + timedelta(seconds=1))
                 # I2: exactly Dep(M) changes, as the mode prescribes.
                 want = dict(before)
                 for i in expected:
@@ -109,7 +112,7 @@ def test_random_deletions_keep_invariants(history):
             elif executed_soft:
                 deletion_id, removed = executed_soft[operation[1] % len(executed_soft)]
                 try:
-                    services.deletion_undo(deletion_id=deletion_id, owner_id=owner.pk)
+                    deletion_undo(deletion_id=deletion_id, owner_id=owner.pk)
                 except Conflict:
                     assert statuses(owner) == before
                 else:

@@ -21,7 +21,7 @@ import anyio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from assistant.mcp_server import build_server, token_user
+from assistant.mcp.server import build_server, token_user
 from chat.selectors import embedding_model_latest
 
 

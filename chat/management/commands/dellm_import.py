@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from chat.importers import FORMATS
-from chat.imports import ImportProgress, history_import, history_parse
-from dellm_site.errors import DomainError
+from chat.imports.formats import FORMATS
+from chat.imports.history import ImportProgress, history_import, history_parse
+from core.errors import DomainError
 
 
 class Command(BaseCommand):

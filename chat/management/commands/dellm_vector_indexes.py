@@ -2,13 +2,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from chat.vector_indexes import MAX_PER_RELATION, MIN_MESSAGES, owner_vector_index_sync
+from chat.index.vectors import MAX_PER_RELATION, MIN_MESSAGES, owner_vector_index_sync
 
 
 class Command(BaseCommand):
     help = (
         "Create, rebuild or drop the per-owner IVFFlat indexes that keep context retrieval fast from mid-size "
-        "histories on (chat/vector_indexes.py). Safe to run while the app serves chats."
+        "histories on (chat/index/vectors.py). Safe to run while the app serves chats."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

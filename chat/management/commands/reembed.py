@@ -3,9 +3,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from chat.embeddings import get_embedder
-from chat.indexing import messages_index_embed
+from chat.index.embeddings import get_embedder
 from chat.models import Message
+from chat.writer.vectors import messages_index_embed
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             owned: dict[int, list[int]] = {}
             for pk, owner_id in chunk:
                 owned.setdefault(owner_id, []).append(pk)
-            # Each message's index text (its words with its context, chat/index_context.py), an owner at a
+            # Each message's index text (its words with its context, chat/index/context.py), an owner at a
             # time (its partition); a text the model cannot embed gets no vector (it matches nothing by similarity).
             for owner_id, ids in owned.items():
                 done += messages_index_embed(

@@ -1,5 +1,5 @@
 // Which of a deletion's messages agents (MCP clients) were shown, by which
-// client and when (issue 22): ids, client and time only, never text. DeLLM
+// client and when: ids, client and time only, never text. DeLLM
 // erases its own copies; these are outside it, so the preview, the receipt
 // and the deletions page say so, the same way everywhere.
 import { el, formatWhen, plural } from "./dom.js";

@@ -11,7 +11,7 @@ cytoscape.use(dagre);
 // Cytoscape elements (a focused neighbourhood's are elements again, haystack
 // lines without arrowheads), and short labels drawn only on the nodes in view
 // once zoomed in (graph/view.js adds `labelled`). Measured in
-// tests/browser/test_graph_bench.py and `make bench` (lab/bench/live.py).
+// tests/provenance/graph/test_graph_bench_browser.py and `make bench` (lab/bench/live.py).
 export const BIG_GRAPH = 400;
 
 // Zoomed out past this, a big graph's labels would be too small to read

@@ -1,4 +1,4 @@
-// Tool steps of an OpenAI-compatible client (issue 22): a reply in which the
+// Tool steps of an OpenAI-compatible client: a reply in which the
 // model called the client's tools, the client's result for one call, and a
 // reply written after tool results. Each is a stored message with its own
 // provenance; these helpers mark them the same way everywhere.

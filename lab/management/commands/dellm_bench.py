@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
-from chat.vector_indexes import MIN_MESSAGES
+from chat.index.vectors import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
 from lab.bench.ctxindex import ctxindex_bench
 from lab.bench.erasure_partitions import erasure_partition_bench
@@ -67,7 +67,7 @@ SELF_CONTAINED = {
     "ctxindex",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
-QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.tasks")
+QUIET_LOGGERS = ("chat.turns", "provenance.deletions", "provenance.erasure", "provenance.regeneration")
 
 
 class Command(BaseCommand):
@@ -304,7 +304,7 @@ class Command(BaseCommand):
         if user is None:
             return {"error": "no bench user with 1,000-4,000 messages (seed with --extra-users 2000)"}
         result = graph_page_bench(owner_id=user[0], loads=options["page_loads"])
-        # Issue 23: 10,000 nodes on the page, the window raised to them.
+        # 10,000 nodes on the page, the window raised to them.
         large = nearest_user(users, 10_000, exclude={user[0]})
         result["large"] = (
             graph_page_bench(owner_id=large[0], loads=options["page_loads"], window=10_000)

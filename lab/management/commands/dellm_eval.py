@@ -24,10 +24,9 @@ from lab.evaluation.systems import DEFAULT_THRESHOLDS, run_id_new, system_parse,
 SMOKE = {"personas": 2, "forget_per_author": 2, "retain_authors": 2, "retain_per_author": 3, "retain_questions": None}
 # Loggers that write one INFO line (ids only) per deletion or eager task; thousands per run.
 QUIET_LOGGERS = (
-    "chat.services",
-    "provenance.services",
-    "provenance.tasks",
-    "provenance.verification",
+    "chat.turns",
+    "provenance.deletions",
+    "provenance.erasure",
     "provenance.regeneration",
     "celery.app.trace",
 )

@@ -5,7 +5,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lab.bench.regeneration import regeneration_bench
 
-QUIET_LOGGERS = ("chat.services", "provenance.services", "provenance.verification", "provenance.regeneration")
+QUIET_LOGGERS = (
+    "chat.turns",
+    "provenance.deletions",
+    "provenance.regeneration",
+)
 
 
 class Command(BaseCommand):

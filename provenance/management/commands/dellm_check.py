@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from provenance.selectors import cross_owner_edges, taint_violations
+from provenance.dependents import cross_owner_edges, taint_violations
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from provenance.erasure import compact
+from provenance.erasure.eraser import compact
 
 
 class Command(BaseCommand):

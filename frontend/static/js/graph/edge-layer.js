@@ -3,7 +3,7 @@
 // own work per element (its style pass, bounding boxes, layered textures) is
 // most of the page's time, and three edges come with every node: 2,000
 // nodes drew in about 2 s with their edges as elements, half a second
-// without them (lab/README.md). Here an edge is four numbers in one typed
+// without them (lab/HISTORY.md). Here an edge is four numbers in one typed
 // array, and the edges of one look (graph-style.js's EDGE_LOOKS) are one
 // Path2D in model coordinates, stroked under the viewport's transform.
 //

@@ -1,0 +1,234 @@
+"""DeLLM's MCP server (the official `mcp` SDK): the tools of assistant/tools.py, over streamable HTTP and stdio.
+
+Streamable HTTP is served at `/mcp` by the same ASGI application as the rest
+(dellm_site/asgi.py routes the path here and runs the SDK's session manager in
+uvicorn's lifespan). Every HTTP request carries the user's DeLLM API token,
+`Authorization: Bearer <token>` (or `Token <token>`), checked like the API's
+(knox, core/auth/tokens.py) on each request, not only the first of a session:
+the user a tool acts for is the one whose token came with the call, and a
+request without a valid token is refused 401 before the SDK sees it. So is a
+body over DATA_UPLOAD_MAX_MEMORY_SIZE (413) or nested deeper than
+DELLM_JSON_MAX_DEPTH (400), as at every other door (core/api/asgi_body.py).
+Over stdio (`manage.py dellm_mcp`) the user is fixed when the process starts.
+
+Each tool runs its synchronous logic on a pool thread that hands its database
+connection back at once (`on_db_briefly`, as the event streams do), and turns
+a `DomainError` into a tool error, `<code>: <message>`, that the model can read.
+"""
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import Field
+from rest_framework import exceptions
+
+from assistant.mcp import tools
+from core.api.asgi_body import BodyRefused, body_replayed, json_body_read
+from core.auth.tokens import KEYWORDS, TokenAuthentication
+from core.errors import DomainError, error_body
+from core.streams.endpoint import on_db_briefly
+from core.types import User
+
+logger = logging.getLogger(__name__)
+
+PATH = "/mcp"
+# The ASGI scope key the HTTP door puts the authenticated user's id under.
+USER_KEY = "dellm.user_id"
+INSTRUCTIONS = (
+    "DeLLM is the user's long-term memory, and every memory can be erased with everything derived from it. "
+    "search_memory before answering from memory; explain an id to see where it came from; remember what you "
+    "learn, with derived_from naming the memories you used, so your note leaves with them; forget previews a "
+    "deletion and gives the user a link to confirm it."
+)
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def _client_name(ctx: Context) -> str:
+    """The name the client gave in `clientInfo` (initialize, or each request's envelope); "unknown" if none."""
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None else "unknown"
+
+
+def _load_user(user_id: int) -> User:
+    user: User = get_user_model().objects.get(pk=user_id, is_active=True)
+    return user
+
+
+class _Caller:
+    """Who a call is for and the base of the links it answers with: from the HTTP request, or fixed (stdio)."""
+
+    def __init__(self, *, user_id: int | None, base_url: str) -> None:
+        self.user_id = user_id
+        self.base_url = base_url
+
+    def of(self, ctx: Context) -> tuple[int, str]:
+        request = ctx.request_context.request
+        scope = getattr(request, "scope", None)
+        if scope is not None and USER_KEY in scope:
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            domain, _ = split_domain_port(host)
+            base = (
+                f"{scope.get('scheme', 'http')}://{host}"
+                if domain and validate_host(domain, settings.ALLOWED_HOSTS)
+                else self.base_url
+            )
+            return int(scope[USER_KEY]), base
+        if self.user_id is None:
+            raise ToolError("not_authenticated: no DeLLM user for this call.")
+        return self.user_id, self.base_url
+
+
+async def _run(
+    tool: Callable[..., dict[str, Any]], caller: _Caller, ctx: Context, *, links: bool = False, **arguments: Any
+) -> dict[str, Any]:
+    """`tool` for the call's user on a pool thread; `links`: it answers with links into the web app."""
+    user_id, base_url = caller.of(ctx)
+    client = _client_name(ctx)
+    if links:
+        arguments["base_url"] = base_url
+
+    def call() -> dict[str, Any]:
+        return tool(user=_load_user(user_id), client=client, **arguments)
+
+    try:
+        return await on_db_briefly(call)()
+    except DomainError as refused:
+        logger.info("mcp %s refused for user %s: %s", tool.__name__, user_id, refused.code)
+        raise ToolError(f"{refused.code}: {refused.message}") from None
+
+
+def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer:
+    """The MCP server with DeLLM's four tools; `user_id` fixes the user (stdio), else each HTTP request's token does."""
+    caller = _Caller(user_id=user_id, base_url=base_url or settings.DELLM_PUBLIC_URL)
+    server = MCPServer(name="DeLLM", title="DeLLM memory", instructions=INSTRUCTIONS, version="1")
+    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(annotations=reading)
+    async def search_memory(
+        query: Annotated[str, Field(description="What to look for, in words.", max_length=tools.MAX_QUERY_CHARS)],
+        ctx: Context,
+        k: Annotated[int, Field(description="How many memories at most.", ge=1, le=tools.MAX_K)] = 5,
+    ) -> dict[str, Any]:
+        """The user's memories that DeLLM's retrieval finds for `query`, best first: id, date, text and why
+        (same words, similar meaning). Each search is logged (ids, client, time; never text)."""
+        return await _run(tools.search_memory, caller, ctx, query=query, k=k)
+
+    @server.tool(annotations=reading)
+    async def explain(id: Annotated[int, Field(description="A memory id.", ge=1)], ctx: Context) -> dict[str, Any]:
+        """Where memory `id` came from (the memories it derives from, and why each) and what was derived
+        from it (everything that would go with it, each with its path)."""
+        return await _run(tools.explain, caller, ctx, id=id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
+    async def remember(
+        text: Annotated[str, Field(description="The note to keep.", max_length=settings.DELLM_MAX_MESSAGE_CHARS)],
+        ctx: Context,
+        derived_from: Annotated[
+            list[int] | None,
+            Field(description="Ids of the memories you used to write it.", max_length=tools.MAX_DERIVED_FROM),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Store a note in the user's memory, deriving from the memories you used (`derived_from`): it is
+        retrieved like the user's own messages, and forgetting any of its sources removes it too."""
+        return await _run(tools.remember, caller, ctx, text=text, derived_from=derived_from)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
+    async def forget(
+        ctx: Context,
+        request: Annotated[
+            str | None,
+            Field(description="What to forget, as the user would say it: “forget that I live in Paris”."),
+        ] = None,
+        ids: Annotated[list[int] | None, Field(description="Or the memory ids to forget.")] = None,
+        mode: Annotated[str, Field(description="soft (undoable) or purge (text destroyed).")] = "soft",
+        confirm: Annotated[bool, Field(description="Confirm now; only if the user allowed it in settings.")] = False,
+    ) -> dict[str, Any]:
+        """Preview deleting memories and everything derived from them: what would go and why, which memories
+        agents have read, and `confirm_url`, the link where the user confirms it in DeLLM."""
+        return await _run(tools.forget, caller, ctx, links=True, request=request, ids=ids, mode=mode, confirm=confirm)
+
+    return server
+
+
+def token_user(header: bytes) -> int | None:
+    """The id of the active user whose API token `header` (`Bearer <t>` or `Token <t>`) carries; None otherwise."""
+    parts = header.split()
+    if len(parts) != 2 or parts[0].lower() not in KEYWORDS:
+        return None
+    try:
+        user, _ = TokenAuthentication().authenticate_credentials(parts[1])
+    except exceptions.AuthenticationFailed:
+        return None
+    return int(user.pk)
+
+
+class McpApp:
+    """`/mcp` over streamable HTTP: the token check, then the SDK's session manager (run in the lifespan)."""
+
+    def __init__(self) -> None:
+        self.server = build_server()
+        # A bearer token, not a cookie, authenticates: a page a browser was lured to cannot send it, so the
+        # SDK's Host/Origin allow-list (for unauthenticated local servers) would only refuse real proxies.
+        self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.manager = self.server.session_manager
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        user_id = await on_db_briefly(token_user)(header) if header else None
+        if user_id is None:
+            await _error(
+                send,
+                401,
+                "not_authenticated",
+                "Send your DeLLM API token: `Authorization: Bearer <token>`.",
+                headers=[(b"www-authenticate", b'Bearer realm="DeLLM"')],
+            )
+            return
+        if scope.get("method") == "POST":
+            # The SDK would read any body whole and parse it at any depth: Django's ceilings first.
+            try:
+                body = await json_body_read(scope, receive)
+            except BodyRefused as refused:
+                await _error(send, refused.status, refused.code, refused.message)
+                return
+            if body is None:
+                return  # the client went away
+            receive = body_replayed(body, receive)
+        await self.manager.handle_request({**scope, USER_KEY: user_id}, receive, send)
+
+
+async def _error(
+    send: Send, status: int, code: str, message: str, *, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A refusal before the MCP layer, in the API's JSON error shape (docs/API.md, "Errors")."""
+    body = json.dumps(error_body(code, message)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                *(headers or []),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,84 @@
+"""List endpoints make the same number of queries for 1 and for 3 items (no N+1)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from provenance.deletions.preview import deletion_preview
+from tests.factories import make_edge, make_message, make_thread
+
+
+def populate(owner, n: int):
+    thread = make_thread(owner, f"t{n}")
+    for _ in range(n):
+        question = make_message(thread, "I live in Paris")
+        reply = make_message(thread, "Noted", role="assistant")
+        make_edge(question, reply, rank=0, score=1.0)
+        make_thread(owner)
+        deletion_preview(owner=owner, actor=owner, mode="soft", ids=[question.pk])
+    return thread
+
+
+PATHS = [
+    "/api/threads/",
+    "/api/messages/",
+    "/api/messages/?q=paris&status=all",
+    "/api/graph/",
+    "/api/graph/?include_deleted=true",
+    "/api/deletions/",
+    "/api/export/",
+]
+
+
+def count(api, path: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert api.get(path).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.parametrize("path", [*PATHS, "thread", "thread-messages"])
+def test_list_endpoint_queries_do_not_grow_with_items(api, owner, other_owner, path):
+    thread = populate(owner, 1)
+    populate(other_owner, 2)
+    url = {"thread": f"/api/threads/{thread.pk}/", "thread-messages": f"/api/threads/{thread.pk}/messages/"}.get(
+        path, path
+    )
+    with_one = count(api, url)
+    populate(owner, 2)
+    for _ in range(2):
+        make_message(thread, "more")
+    assert count(api, url) == with_one
+
+
+def test_message_list_query_budget(api, owner, django_assert_max_num_queries):
+    populate(owner, 3)
+    # auth token, count, page, two edge queries
+    with django_assert_max_num_queries(5):
+        assert len(api.get("/api/messages/").json()["results"]) == 6
+
+
+@pytest.mark.parametrize("items", [1, 3])
+def test_thread_page_query_budget(api, owner, items, django_assert_num_queries):
+    thread = populate(owner, items)
+    # auth token, the thread, the page, two edge queries: the same for one exchange and for three
+    with django_assert_num_queries(5):
+        assert len(api.get(f"/api/threads/{thread.pk}/").json()["messages"]) == 2 * items
+    with django_assert_num_queries(5):
+        assert len(api.get(f"/api/threads/{thread.pk}/messages/").json()) == 2 * items
+
+
+def test_dependents_queries_do_not_grow_with_dependents_or_their_depth(api, owner):
+    # A root with one dependent, then with three more at growing distance: the ids, the count and every path
+    # come from the same statements (the CTE and one bounded walk), not one query per dependent or per level.
+    thread = make_thread(owner)
+    root = make_message(thread, "I live in Paris")
+    last = make_message(thread, "Noted", role="assistant")
+    make_edge(root, last, rank=0, score=1.0)
+    url = f"/api/messages/{root.pk}/dependents/"
+    with_one = count(api, url)
+    for _ in range(3):
+        reply = make_message(thread, "Noted again", role="assistant")
+        make_edge(last, reply, rank=0, score=1.0)
+        last = reply
+    assert count(api, url) == with_one
+    assert api.get(url).json()["count"] == 4
