@@ -15,7 +15,7 @@ include .env
 export
 endif
 
-.PHONY: run test setup lint stop bench eval
+.PHONY: run test test-one test-stop setup lint stop bench eval
 
 # Development set-up: the runtime (requirements.txt) plus tests, lint, types,
 # bench and eval (requirements-dev.txt). Production installs requirements.txt only.
@@ -70,6 +70,20 @@ test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 	$(PY) manage.py makemigrations --check --dry-run; \
 	$(VENV)/bin/pytest
 
+# One test (or file, or folder) against a database kept between runs:
+# `make test-one T=tests/chat/turns/test_turn_run.py::test_name`. The embedded
+# PostgreSQL under .dellm-test/ stays up and pytest-django reuses its test
+# database; after a new migration add ARGS=--create-db. `make test-stop` ends it.
+TEST_ONE_DATA := $(CURDIR)/.dellm-test
+test-one: export DELLM_LAB = 1
+test-one: export DELLM_DATA_DIR = $(TEST_ONE_DATA)
+test-one: setup
+	$(VENV)/bin/pytest --reuse-db -q $(ARGS) $(T)
+
+test-stop: export DELLM_DATA_DIR = $(TEST_ONE_DATA)
+test-stop: setup
+	$(PY) -m dellm_site.embedded stop
+
 # The paper's utility and deletion experiments, offline by default (about 25 min on 2 cores);
 # report.md, thresholds.png and results.json land in eval-results/.
 eval: export DELLM_LAB = 1
@@ -81,7 +95,7 @@ eval: setup
 # Benchmarks at scale in a throwaway embedded PostgreSQL (about 20 min on 2 cores at
 # BENCH_SCALE=full: 1M messages over 100 users plus users of 1k, 2k and 100k messages;
 # BENCH_SCALE=small: 200k messages, random vectors, a few minutes), plus the soak's
-# 10 minutes of the `make run` stack under 50 users (`dellm_bench --soak-seconds`, lab/README.md).
+# 10 minutes of the `make run` stack under 50 users (`dellm_bench --soak-seconds`, lab/HISTORY.md).
 # REPORT.md, README_SECTION.md, results.json and the charts land in bench-results/.
 BENCH_SCALE ?= full
 bench: export DELLM_LAB = 1
