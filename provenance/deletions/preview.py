@@ -94,24 +94,28 @@ def _select_ids(*, owner: User, ids: list[int] | None) -> list[int]:
     return sorted(found)
 
 
-def _selectable(mode: str) -> list[str]:
-    # A purge also reaches soft-deleted messages: the user wants the text gone.
+def _selectable(mode: str, *, by_owner: bool) -> list[str]:
+    # A purge by the owner also reaches soft-deleted messages: the user wants the text gone.
+    # Staff select by words or meaning among live messages only: a match on a removed one
+    # would tell them what it said (they reach removed messages by id).
     statuses = list(LIVE_STATUSES)
-    if mode == Mode.PURGE:
+    if mode == Mode.PURGE and by_owner:
         statuses.append(Message.Status.DELETED)
     return statuses
 
 
-def _select_exact(*, owner: User, phrase: str | None, mode: str) -> list[int]:
+def _select_exact(*, owner: User, phrase: str | None, mode: str, by_owner: bool) -> list[int]:
     if not isinstance(phrase, str) or not phrase.strip():
         raise ValidationFailed("The phrase to delete is empty.", fields={"exact": "empty"})
     if len(phrase) > settings.DELLM_MAX_MESSAGE_CHARS:
         raise ValidationFailed("The phrase is too long.", fields={"exact": "too long"})
-    matches = Message.objects.filter(owner=owner, status__in=_selectable(mode), content__icontains=phrase.strip())
+    matches = Message.objects.filter(
+        owner=owner, status__in=_selectable(mode, by_owner=by_owner), content__icontains=phrase.strip()
+    )
     return sorted(matches.values_list("pk", flat=True))
 
 
-def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: str) -> list[int]:
+def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: str, by_owner: bool) -> list[int]:
     if not isinstance(query, str) or not query.strip():
         raise ValidationFailed("The text to match is empty.", fields={"semantic": "empty"})
     if len(query) > settings.DELLM_MAX_MESSAGE_CHARS:
@@ -122,7 +126,7 @@ def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: 
     matches = (
         Message.objects.filter(
             owner=owner,
-            status__in=_selectable(mode),
+            status__in=_selectable(mode, by_owner=by_owner),
             embedding__isnull=False,
             embedding_model=settings.DELLM_EMBEDDING_MODEL,
         )
@@ -179,10 +183,12 @@ def deletion_preview(
     if kind == "ids":
         matched = _select_ids(owner=owner, ids=ids)
     elif kind == "exact":
-        matched = _select_exact(owner=owner, phrase=exact, mode=mode)
+        matched = _select_exact(owner=owner, phrase=exact, mode=mode, by_owner=actor.pk == owner.pk)
     else:
         threshold = _validate_threshold(threshold)
-        matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode)
+        matched = _select_semantic(
+            owner=owner, query=semantic, threshold=threshold, mode=mode, by_owner=actor.pk == owner.pk
+        )
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
     paths = explanation_paths(owner_id=owner.pk, roots=matched, depth=depth)
     live_members = set(
