@@ -49,8 +49,44 @@ def database_url() -> str:
 
     os.environ["PATH"] = f"{POSTGRES_BIN_PATH}{os.pathsep}{os.environ.get('PATH', '')}"
     url = server.get_uri()
+    server_log_quiet(url)
     os.environ["DATABASE_URL"] = url
     return url
+
+
+# What the embedded server's own log may hold: never a statement, a parameter or a
+# value. An ERROR's primary message can quote the input ("invalid input syntax for type
+# json: ..."), its DETAIL the row ("Key (...)=(...) already exists"), and the statement
+# that failed is logged with it by default; so only FATAL and PANIC are logged, tersely.
+# The application logs every database error itself, by class and SQLSTATE (core/logs.py).
+# An external server needs the same settings: docs/SECURITY.md, "Logs".
+SERVER_LOG_SETTINGS = {
+    "log_min_messages": "fatal",
+    "log_min_error_statement": "panic",
+    "log_error_verbosity": "terse",
+    "log_statement": "none",
+    "log_min_duration_statement": "-1",
+    "log_parameter_max_length": "0",
+    "log_parameter_max_length_on_error": "0",
+}
+
+
+def server_log_quiet(url: str) -> None:
+    """Apply SERVER_LOG_SETTINGS to the embedded server (ALTER SYSTEM, then a reload) where any differs."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", [list(SERVER_LOG_SETTINGS)]
+        ).fetchall()
+        current = dict(rows)
+        changed = [name for name, value in SERVER_LOG_SETTINGS.items() if current.get(name) != value]
+        for name in changed:
+            value = SERVER_LOG_SETTINGS[name]
+            connection.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+        if changed:
+            connection.execute("SELECT pg_reload_conf()")
 
 
 def _unix_answers(path: Path) -> bool:
