@@ -51,7 +51,9 @@ def _application() -> Any:
 
         app = ASGIStaticFilesHandler(app)
     from assistant.mcp.server import McpApp
+    from chat.index.embeddings import embedder_preload
 
+    embedder_preload()  # before the first request, which would wait for it
     return PathRouter(django=app, mcp=McpApp())
 
 

@@ -31,6 +31,14 @@ def _worker_pool_size(**kwargs: object) -> None:
         pool["min_size"] = min(pool.get("min_size", 0), settings.DELLM_WORKER_DB_POOL_MAX)
 
 
+@worker_process_init.connect
+def _embedder_preload(**kwargs: object) -> None:
+    """A worker child loads an in-process embedder before its first task, as the web process does."""
+    from chat.index.embeddings import embedder_preload
+
+    embedder_preload()
+
+
 @task_prerun.connect
 def _debug_queries_reset(**kwargs: object) -> None:
     """A task is the worker's request: with DEBUG (`make run`) Django logs every query of a connection until

@@ -10,6 +10,7 @@ vectors are only ever compared with vectors of the same model.
 
 import functools
 import shutil
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -153,11 +154,27 @@ class OpenAIEmbedder:
 
 
 @functools.cache
-def get_embedder() -> Embedder:
-    """The configured embedder, loaded once per process."""
+def _loaded() -> Embedder:
     if settings.DELLM_EMBEDDER == "openai":
         return OpenAIEmbedder(model=settings.DELLM_EMBEDDING_MODEL, dim=settings.DELLM_EMBEDDING_DIM)
     return WordLlamaEmbedder(cache_dir=Path(settings.DELLM_DATA_DIR) / "wordllama")
+
+
+# `functools.cache` does not make the first call single: requests arriving together
+# each loaded WordLlama, and its tokenizer's load raised in some of them.
+_LOADING = threading.Lock()
+
+
+def get_embedder() -> Embedder:
+    """The configured embedder, loaded once per process: the first caller loads it, the others wait for it."""
+    with _LOADING:
+        return _loaded()
+
+
+def embedder_preload() -> None:
+    """Load an in-process embedder now (a web or worker process starting), so no request waits for it."""
+    if settings.DELLM_EMBEDDER != "openai":
+        get_embedder()
 
 
 def embed_one(text: str) -> list[float] | None:

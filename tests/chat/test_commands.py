@@ -1,6 +1,7 @@
 from django.core.management import call_command
 from django.db import connection
 
+from chat.index import embeddings
 from chat.index.embeddings import get_embedder
 from chat.models import Message
 from chat.retrieval.context import context_retrieve
@@ -77,7 +78,7 @@ def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimensio
         "fake-embed-768d",
         0,
     )
-    get_embedder.cache_clear()
+    embeddings._loaded.cache_clear()
     try:
         embedder = get_embedder()
         assert embedder.dim == 768
@@ -123,4 +124,4 @@ def test_reembed_switches_a_live_installation_to_an_embedder_of_another_dimensio
             cursor.execute("SELECT DISTINCT embedding_model, vector_dims(embedding) FROM chat_message")
             assert cursor.fetchall() == [("fake-embed-768d", 768)]
     finally:
-        get_embedder.cache_clear()
+        embeddings._loaded.cache_clear()

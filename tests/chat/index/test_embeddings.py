@@ -1,4 +1,9 @@
+import subprocess
+import sys
+import threading
+import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +126,35 @@ def test_the_latest_embedding_model_is_the_owners_newest_vectors(owner, thread, 
     make_message(make_thread(other_owner), "theirs", embedding=unit_vector(3), embedding_model="their-model")
 
     assert embedding_model_latest(owner_id=owner.pk) == "new-model"
+
+
+def test_concurrent_first_calls_load_the_embedder_once(monkeypatch):
+    loads = []
+    start = threading.Barrier(8)
+
+    class SlowLoad:
+        local = True
+
+        def __init__(self, **kwargs):
+            loads.append(kwargs)
+            time.sleep(0.2)  # a load that takes a while: the others arrive meanwhile
+
+    monkeypatch.setattr(embeddings, "WordLlamaEmbedder", SlowLoad)
+    embeddings._loaded.cache_clear()
+    try:
+
+        def first_call():
+            start.wait()
+            return embeddings.get_embedder()
+
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _: first_call(), range(8)))
+        assert (len(loads), len({id(embedder) for embedder in got})) == (1, 1)
+    finally:
+        embeddings._loaded.cache_clear()
+
+
+def test_the_web_process_loads_the_embedder_before_its_first_request():
+    probe = "import dellm_site.asgi\nfrom chat.index import embeddings\nprint(embeddings._loaded.cache_info().currsize)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip().splitlines()[-1:]) == (0, ["1"]), done.stderr[-2000:]
