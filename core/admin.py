@@ -28,7 +28,7 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
         message's text, a character at a time. Anything else is a 400 (DisallowedModelAdminLookup).
         """
         filters = self.get_list_filter(request) if request is not None else self.list_filter
-        allowed = {self.date_hierarchy}
+        allowed: set[object] = {self.date_hierarchy}
         for item in filters:
             if isinstance(item, type) and issubclass(item, SimpleListFilter):
                 allowed.add(item.parameter_name)

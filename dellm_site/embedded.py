@@ -80,7 +80,7 @@ def server_log_quiet(url: str) -> None:
         rows = connection.execute(
             "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", [list(SERVER_LOG_SETTINGS)]
         ).fetchall()
-        current = dict(rows)
+        current: dict[str, str] = dict(rows)
         changed = [name for name, value in SERVER_LOG_SETTINGS.items() if current.get(name) != value]
         for name in changed:
             value = SERVER_LOG_SETTINGS[name]

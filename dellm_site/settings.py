@@ -171,6 +171,10 @@ DELLM_SIGN_IN_WAIT = env_float("DELLM_SIGN_IN_WAIT", 30.0)
 # API tokens (django-rest-knox): hashed, expiring, revoked by sign-out and password change.
 # Tokens kept per user; signing in again drops the oldest beyond this.
 DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)
+# Agent tokens (for MCP clients) a user may hold at once; they do not expire by themselves.
+DELLM_AGENT_TOKEN_LIMIT = env_int("DELLM_AGENT_TOKEN_LIMIT", 20)
+# Knox's own token model (agent tokens point at it: assistant/models.py).
+KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {
     "TOKEN_TTL": timedelta(hours=env_int("DELLM_TOKEN_TTL_HOURS", 24 * 30)),
     "AUTH_HEADER_PREFIX": "Token",
@@ -410,8 +414,9 @@ DELLM_CHROMIUM = env_str("DELLM_CHROMIUM", "/usr/bin/chromium")
 # Token auth first so an anonymous request gets 401 with `WWW-Authenticate`.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        # `Authorization: Token <t>` or `Bearer <t>`, knox-hashed (core/auth/tokens.py).
-        "core.auth.tokens.TokenAuthentication",
+        # `Authorization: Token <t>` or `Bearer <t>`, knox-hashed (core/auth/tokens.py); an agent's
+        # token (assistant/mcp/tokens.py) opens /mcp only and is refused here.
+        "assistant.mcp.tokens.PersonTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

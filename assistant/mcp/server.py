@@ -33,8 +33,9 @@ from pydantic import Field
 from rest_framework import exceptions
 
 from assistant.mcp import tools
+from assistant.mcp.tokens import AgentTokenAuthentication
 from core.api.asgi_body import BodyRefused, body_replayed, json_body_read
-from core.auth.tokens import KEYWORDS, TokenAuthentication
+from core.auth.tokens import KEYWORDS
 from core.errors import DomainError, error_body
 from core.streams.endpoint import on_db_briefly
 from core.types import User
@@ -163,12 +164,12 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
 
 
 def token_user(header: bytes) -> int | None:
-    """The id of the active user whose API token `header` (`Bearer <t>` or `Token <t>`) carries; None otherwise."""
+    """The id of the active user whose agent token `header` (`Bearer <t>` or `Token <t>`) carries; None otherwise."""
     parts = header.split()
     if len(parts) != 2 or parts[0].lower() not in KEYWORDS:
         return None
     try:
-        user, _ = TokenAuthentication().authenticate_credentials(parts[1])
+        user, _ = AgentTokenAuthentication().authenticate_credentials(parts[1])
     except exceptions.AuthenticationFailed:
         return None
     return int(user.pk)
@@ -198,7 +199,7 @@ class McpApp:
                 send,
                 401,
                 "not_authenticated",
-                "Send your DeLLM API token: `Authorization: Bearer <token>`.",
+                "Send a DeLLM agent token (made in the web app): `Authorization: Bearer <token>`.",
                 headers=[(b"www-authenticate", b'Bearer realm="DeLLM"')],
             )
             return

@@ -105,6 +105,8 @@ def _user(request: HttpRequest) -> tuple[Request, User]:
             status=401,
             code="invalid_api_key",
         ) from exc
+    except exceptions.PermissionDenied as exc:  # an agent token: it opens /mcp only
+        raise CompletionError(str(exc.detail), status=403, code="agent_token") from exc
     if not user or not user.is_authenticated:
         raise CompletionError(
             "You didn't provide an API key. Send your DeLLM API token as 'Authorization: Bearer <token>'.",

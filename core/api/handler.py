@@ -100,7 +100,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
         if getattr(exc, "wait", None):
             headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
-        code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), exc.default_code)
+        # A class may name its own code (`error_code`), else DRF's class decides.
+        code = getattr(exc, "error_code", None) or next(
+            (c for cls, c in _CODES.items() if isinstance(exc, cls)), exc.default_code
+        )
         detail = exc.detail if isinstance(exc.detail, str) else _joined(exc.detail)
         return Response(error_body(code, _sentence(detail)), status=exc.status_code, headers=headers)
     if overload.database_unavailable(exc):

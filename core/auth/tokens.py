@@ -58,8 +58,10 @@ def token_create(*, user: AbstractBaseUser) -> tuple[AuthToken, str]:
     """
     AuthToken.objects.filter(user_id=user.pk, expiry__lt=timezone.now()).delete()
     created = AuthToken.objects.create(user=user)
-    keep = AuthToken.objects.filter(user_id=user.pk).order_by("-created", "-pk")[: settings.DELLM_TOKEN_LIMIT_PER_USER]
-    AuthToken.objects.filter(user_id=user.pk).exclude(pk__in=list(keep.values_list("pk", flat=True))).delete()
+    # Sign-in tokens expire; a token without expiry is an agent's, which only its user revokes.
+    signed_in = AuthToken.objects.filter(user_id=user.pk, expiry__isnull=False)
+    keep = signed_in.order_by("-created", "-pk")[: settings.DELLM_TOKEN_LIMIT_PER_USER]
+    signed_in.exclude(pk__in=list(keep.values_list("pk", flat=True))).delete()
     return created
 
 
@@ -87,6 +89,7 @@ class TokenScheme(OpenApiAuthenticationExtension):
     """The OpenAPI security scheme of `TokenAuthentication` (the name drf-spectacular gave DRF's token auth)."""
 
     target_class = "core.auth.tokens.TokenAuthentication"
+    match_subclasses = True
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

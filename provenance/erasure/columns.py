@@ -2,6 +2,7 @@
 
 from provenance.erasure.places import (
     AGENT_ACCESS,
+    AGENT_TOKEN,
     AT_CONFIRM,
     DELETION,
     EDGE,
@@ -206,6 +207,8 @@ NO_TEXT_COLUMNS = {
     # `clientInfo`, capped at 100 characters), the tool and the time; never what it read.
     MEMORY_READ: ("id", "owner_id", "client", "tool", "message_ids", "read_at"),
     AGENT_ACCESS: ("owner_id", "may_confirm_deletions", "updated_at"),
+    # An agent's token: the user's own name for the client it is for (at most 100 characters), never memory.
+    AGENT_TOKEN: ("id", "owner_id", "token_id", "name", "created_at"),
     # Ids, counts, kinds and receipts: never the deleted text nor the query that matched it.
     DELETION: (
         "id",

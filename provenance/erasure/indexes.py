@@ -3,6 +3,7 @@
 from chat.index.vectors import INDEX_PREFIX
 from provenance.erasure.places import (
     AGENT_ACCESS,
+    AGENT_TOKEN,
     DELETION,
     EDGE,
     ERASURE_TESTS,
@@ -106,6 +107,10 @@ INDEXES = (
             "memoryread_message_ids",
             "chat_memoryread_owner_id_bcc55e52",
             f"{AGENT_ACCESS}_pkey",
+            f"{AGENT_TOKEN}_pkey",
+            f"{AGENT_TOKEN}_token_id_key",
+            "assistant_agenttoken_owner_id_27cf9eb6",
+            "assistant_agenttoken_token_id_582bdebb_like",
         )
     ),
 )

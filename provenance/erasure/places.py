@@ -43,6 +43,8 @@ IMPORT_UPLOAD = ImportUpload._meta.db_table
 DELETION = DeletionRequest._meta.db_table
 MEMORY_READ = MemoryRead._meta.db_table
 AGENT_ACCESS = AgentAccess._meta.db_table
+# assistant's table, by name: provenance sits below the doors and never imports them.
+AGENT_TOKEN = "assistant_agenttoken"
 
 ERASURE_TESTS = "tests/provenance/erasure/test_erasure.py::"
 IMPORT_RESIDUE_TESTS = "tests/chat/imports/test_import_residue.py::"

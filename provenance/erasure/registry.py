@@ -18,6 +18,7 @@ from provenance.erasure.elsewhere import ELSEWHERE
 from provenance.erasure.indexes import INDEXES
 from provenance.erasure.places import (
     AGENT_ACCESS,
+    AGENT_TOKEN,
     DELETION,
     EDGE,
     IMPORT_JOB,
@@ -32,7 +33,7 @@ from provenance.erasure.places import (
 # Tables that hold text, or sit next to it and must prove they do not: every
 # column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS. Every table
 # of our apps is here, each column decided.
-TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION, MEMORY_READ, AGENT_ACCESS)
+TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION, MEMORY_READ, AGENT_ACCESS, AGENT_TOKEN)
 
 REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)
 

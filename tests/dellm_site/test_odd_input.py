@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from assistant.mcp import tools
 from assistant.mcp.server import token_user
+from assistant.mcp.tokens import agent_token_create
 from assistant.openai import views
 from chat.models import ImportJob, Message, Thread
 from core.auth.tokens import token_create
@@ -55,7 +56,7 @@ def test_a_token_that_is_not_ascii_is_refused_at_every_door(owner):
         assert response.status_code == 401, (door, response.content)
         assert "json" in response["Content-Type"]
     assert token_user(b"Bearer \xff") is None
-    assert token_user(f"Bearer {token_create(user=owner)[1]}".encode()) == owner.pk
+    assert token_user(f"Bearer {agent_token_create(owner=owner, name='agent')[1]}".encode()) == owner.pk
 
 
 def test_too_many_query_parameters_are_a_400(api):

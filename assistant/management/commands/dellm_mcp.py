@@ -1,6 +1,6 @@
 """`manage.py dellm_mcp`: DeLLM's MCP server over stdio, for one user (README, "Connect an agent (MCP)").
 
-The user is the owner of a DeLLM API token, `--token` or the environment's
+The user is the owner of a DeLLM agent token, `--token` or the environment's
 `DELLM_TOKEN` (the environment is the better place: a command line is visible
 to every user of the machine). The token is checked once, at start; the
 server then acts for that user until the client closes stdin. Log lines go
@@ -26,10 +26,10 @@ from chat.selectors import embedding_model_latest
 
 
 class Command(BaseCommand):
-    help = "Serve DeLLM's MCP tools over stdio for the user whose API token is given (--token or DELLM_TOKEN)."
+    help = "Serve DeLLM's MCP tools over stdio for the user whose agent token is given (--token or DELLM_TOKEN)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--token", default="", help="A DeLLM API token (default: the DELLM_TOKEN variable).")
+        parser.add_argument("--token", default="", help="A DeLLM agent token (default: the DELLM_TOKEN variable).")
         parser.add_argument(
             "--url", default="", help="Base of the confirmation links `forget` answers with (default DELLM_PUBLIC_URL)."
         )
@@ -37,10 +37,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         token = options["token"] or os.environ.get("DELLM_TOKEN", "")
         if not token:
-            raise CommandError("Give a DeLLM API token: --token <token> or the DELLM_TOKEN variable.")
+            raise CommandError("Give a DeLLM agent token: --token <token> or the DELLM_TOKEN variable.")
         user_id = token_user(b"Bearer " + token.encode())
         if user_id is None:
-            raise CommandError("This token is not a valid DeLLM API token (expired, revoked or mistyped).")
+            raise CommandError("This is not a valid DeLLM agent token (revoked, mistyped, or a person's API token).")
         stored = embedding_model_latest(owner_id=user_id)
         if stored and stored != settings.DELLM_EMBEDDING_MODEL:
             raise CommandError(

@@ -114,6 +114,10 @@ export const api = {
   // What MCP clients may do: {may_confirm_deletions} (docs/API.md, "MCP server").
   agentAccess: () => get("/api/agent-access/"),
   setAgentAccess: (body) => request("PUT", "/api/agent-access/", body),
+  // The tokens MCP clients hold (docs/API.md, "Agent tokens"): a new one's secret comes back once.
+  agentTokens: () => get("/api/agent-tokens/?page_size=200"),
+  makeAgentToken: (name) => post("/api/agent-tokens/", { name }),
+  revokeAgentToken: (id) => request("DELETE", `/api/agent-tokens/${id}/`),
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

@@ -14,6 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
+from assistant.mcp.tokens import agent_token_create
 from chat.index.embeddings import embed_one
 from chat.models import MemoryRead, Message
 from core.auth.tokens import token_create
@@ -108,7 +109,7 @@ def memories(owner, other_owner, thread):
 def test_mcp_over_streamable_http(asgi_server, owner, memories, mode):
     paris, theirs = memories
     server = asgi_server()
-    token = token_create(user=owner)[1]
+    token = agent_token_create(owner=owner, name="test agent")[1]
 
     async def run() -> dict:
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
@@ -128,19 +129,26 @@ def test_mcp_over_http_refuses_a_request_without_a_valid_token(asgi_server, owne
     server = asgi_server()
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}
+    # A person's own API token is no agent token: /mcp takes only those.
+    person = f"Bearer {token_create(user=owner)[1]}"
 
     refused = [
         httpx.post(f"{server.url}/mcp", json=initialize, headers=headers | extra)
-        for extra in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic YTpi"})
+        for extra in (
+            {},
+            {"Authorization": "Bearer not-a-token"},
+            {"Authorization": "Basic YTpi"},
+            {"Authorization": person},
+        )
     ]
 
-    assert [(r.status_code, r.json()["error"]["code"]) for r in refused] == [(401, "not_authenticated")] * 3
+    assert [(r.status_code, r.json()["error"]["code"]) for r in refused] == [(401, "not_authenticated")] * 4
     assert refused[0].headers["www-authenticate"] == 'Bearer realm="DeLLM"'
 
 
 def test_mcp_over_stdio(owner, memories):
     paris, theirs = memories
-    token = token_create(user=owner)[1]
+    token = agent_token_create(owner=owner, name="test agent")[1]
     parameters = StdioServerParameters(
         command=sys.executable,
         args=["manage.py", "dellm_mcp"],
@@ -161,7 +169,7 @@ def test_dellm_mcp_refuses_to_embed_with_another_model_than_the_accounts_vectors
     import subprocess
 
     make_message(thread, "I keep bees", embedding=embed_one("I keep bees"))
-    token = token_create(user=owner)[1]
+    token = agent_token_create(owner=owner, name="test agent")[1]
     environment = {**os.environ, "DATABASE_URL": helpers.test_database_url(), "DELLM_TOKEN": token}
 
     # Started without the server's embedder settings: its model is not the one the memories are in.
@@ -204,7 +212,7 @@ def test_mcp_over_http_holds_a_body_to_the_ceiling_and_the_depth_limit(asgi_serv
     headers = {
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
-        "Authorization": f"Bearer {token_create(user=owner)[1]}",
+        "Authorization": f"Bearer {agent_token_create(owner=owner, name='test agent')[1]}",
     }
     big = b'{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"pad": "' + b"x" * 3_000_000 + b'"}}'
 
