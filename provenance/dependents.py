@@ -8,7 +8,7 @@ from django.db import connection
 
 from chat.models import LIVE_STATUSES, REMOVED_STATUSES, ContextEdge, Message
 from core.db.lookups import BIGINT
-from core.errors import NotFound
+from core.errors import NotFound, ValidationFailed
 from core.types import User
 from provenance.models import DeletionRequest
 
@@ -97,20 +97,13 @@ WITH RECURSIVE walk(level, frontier, parents, seen, found) AS (
     ) n
     WHERE cardinality(w.frontier) > 0 AND w.found < %(limit)s
       AND (%(depth)s::integer IS NULL OR w.level < %(depth)s::integer)
+      AND (%(target)s::bigint IS NULL OR NOT (%(target)s::bigint = ANY(w.seen)))
 )
 SELECT u.child, u.parent, m.seq, m.role, m.status
 FROM walk w
 CROSS JOIN LATERAL unnest(w.frontier, w.parents) AS u(child, parent)
 JOIN {_MESSAGES} m ON m.owner_id = %(owner)s AND m.id = u.child
 WHERE w.level > 0
-"""
-
-# One whole level of the same walk, for one message's path on demand.
-_LEVEL_SQL = f"""
-SELECT f.pos, e.target_id
-FROM unnest(%(frontier)s::bigint[]) WITH ORDINALITY AS f(id, pos)
-JOIN {_EDGES} e ON e.owner_id = %(owner)s AND e.source_id = f.id
-ORDER BY f.pos, e.target_id
 """
 
 
@@ -121,12 +114,18 @@ def _path(parent: dict[int, int], node: int) -> list[int]:
     return path[::-1]
 
 
-def _walk(*, owner_id: int, roots: list[int], depth: int | None, limit: int) -> list[tuple[int, int, int, str, str]]:
-    """(message, parent, seq, role, status) of the nearest `limit` messages of the walk, level by level."""
+def _walk(
+    *, owner_id: int, roots: list[int], depth: int | None, limit: int, target: int | None = None
+) -> list[tuple[int, int, int, str, str]]:
+    """(message, parent, seq, role, status) of the nearest `limit` messages of the walk, level by level.
+
+    With `target`, the walk stops at the level that reaches it.
+    """
     if not roots or limit <= 0:
         return []
+    params = {"roots": sorted(set(roots)), "owner": owner_id, "limit": limit, "depth": depth, "target": target}
     with connection.cursor() as cursor:
-        cursor.execute(_WALK_SQL, {"roots": sorted(set(roots)), "owner": owner_id, "limit": limit, "depth": depth})
+        cursor.execute(_WALK_SQL, params)
         return cursor.fetchall()
 
 
@@ -245,26 +244,29 @@ def message_dependents(
 
 
 def dependent_path(*, owner: User, message_id: int, dependent_id: int, depth: int | None = None) -> list[int]:
-    """The explanation path [m, ..., dependent] of one member of Dep(m) minus m, whatever its distance.
+    """The explanation path [m, ..., dependent] of one member of Dep(m) minus m, in one recursive query.
 
     The same path as `explanation_paths` would give it without its bound (the
     lexicographically smallest shortest path); the walk stops at the level that
-    reaches it. NotFound when it is not a dependent of m (within `depth`).
+    reaches it, and at DELLM_MAX_PATH_LENGTH levels or DELLM_MAX_PATH_WALK
+    messages whatever happens (an imported chain can be 100,000 long).
+    NotFound when it is not a dependent of m (within `depth`); ValidationFailed
+    when it is one, farther than those bounds.
     """
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
-    parent: dict[int, int] = {}
-    seen, frontier, level = {message_id}, [message_id], 0
-    with connection.cursor() as cursor:
-        while frontier and dependent_id not in seen and (depth is None or level < depth):
-            cursor.execute(_LEVEL_SQL, {"frontier": frontier, "owner": owner.pk})
-            following = []
-            for pos, child in cursor.fetchall():
-                if child not in seen:
-                    seen.add(child)
-                    parent[child] = frontier[pos - 1]
-                    following.append(child)
-            frontier, level = following, level + 1
-    if dependent_id not in parent:
-        raise NotFound(f"Message {dependent_id} is not a dependent of message {message_id}.")
-    return _path(parent, dependent_id)
+    bound = settings.DELLM_MAX_PATH_LENGTH if depth is None else min(depth, settings.DELLM_MAX_PATH_LENGTH)
+    rows = _walk(
+        owner_id=owner.pk, roots=[message_id], depth=bound, limit=settings.DELLM_MAX_PATH_WALK, target=dependent_id
+    )
+    parent = {node: up for node, up, *_ in rows}
+    if dependent_id in parent:
+        return _path(parent, dependent_id)
+    if dependent_id != message_id and dependent_id in dep_ids(owner_id=owner.pk, roots=[message_id], depth=depth):
+        raise ValidationFailed(
+            f"Message {dependent_id} depends on message {message_id} through more than "
+            f"{settings.DELLM_MAX_PATH_LENGTH} messages (or past {settings.DELLM_MAX_PATH_WALK} nearer ones): "
+            "its path is too long to explain.",
+            fields={"dependent_id": "too far"},
+        )
+    raise NotFound(f"Message {dependent_id} is not a dependent of message {message_id}.")

@@ -29,16 +29,17 @@ class AgentTokenRefused(exceptions.PermissionDenied):
     default_detail = "This is an agent token: it opens /mcp only. Use your own API token or the web app."
 
 
-def _is_agent(auth_token: AuthToken) -> bool:
-    return AgentToken.objects.filter(token_id=auth_token.pk).exists()
-
-
 class PersonTokenAuthentication(TokenAuthentication):
-    """A person's API token (`Token` or `Bearer`); an agent token is refused with 403 `agent_token`."""
+    """A person's API token (`Token` or `Bearer`); an agent token is refused with 403 `agent_token`.
+
+    A token made at sign-in always expires (knox's TOKEN_TTL is always set) and an agent's never
+    does, so the token row in hand tells them apart with no query of its own on every request;
+    a token without an expiry is refused here whatever made it (closed, not open).
+    """
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, AuthToken]:
         user, auth_token = super().authenticate_credentials(token)
-        if _is_agent(auth_token):
+        if auth_token.expiry is None:
             raise AgentTokenRefused()
         return user, auth_token
 
@@ -48,7 +49,7 @@ class AgentTokenAuthentication(TokenAuthentication):
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, AuthToken]:
         user, auth_token = super().authenticate_credentials(token)
-        if not _is_agent(auth_token):
+        if auth_token.expiry is not None or not AgentToken.objects.filter(token_id=auth_token.pk).exists():
             raise exceptions.AuthenticationFailed("/mcp takes an agent token: make one in the web app.")
         return user, auth_token
 

@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from provenance.deletions.preview import deletion_preview
-from tests.factories import make_edge, make_message, make_thread
+from tests.factories import make_edge, make_long_thread, make_message, make_thread
 
 
 def populate(owner, n: int):
@@ -82,3 +82,24 @@ def test_dependents_queries_do_not_grow_with_dependents_or_their_depth(api, owne
         last = reply
     assert count(api, url) == with_one
     assert api.get(url).json()["count"] == 4
+
+
+def test_one_dependent_s_path_is_one_walk_whatever_its_length(api, owner, settings):
+    # A 3,000-message chain (an import makes such chains): one query per level was 3,001 in one request.
+    _, ids = make_long_thread(owner, 3000, width=1)
+    url = f"/api/messages/{ids[1]}/dependents/{ids[3000]}/"
+    with CaptureQueriesContext(connection) as queries:
+        response = api.get(url)
+    assert response.status_code == 200, response.content
+    assert response.json()["path"] == [ids[seq] for seq in range(1, 3001)]
+    assert [q["sql"].count("WITH RECURSIVE") for q in queries.captured_queries].count(1) == 1
+    assert len(queries.captured_queries) <= 6
+    # Past the bound it answers why, in the same bounded work, instead of walking on.
+    settings.DELLM_MAX_PATH_LENGTH = 1000
+    with CaptureQueriesContext(connection) as queries:
+        too_far = api.get(url)
+    assert (too_far.status_code, too_far.json()["error"]["fields"]) == (400, {"dependent_id": "too far"})
+    assert len(queries.captured_queries) <= 7
+    assert api.get(f"/api/messages/{ids[1]}/dependents/{ids[1000]}/").json()["path"] == [
+        ids[seq] for seq in range(1, 1001)
+    ]
