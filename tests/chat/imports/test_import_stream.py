@@ -451,7 +451,7 @@ def test_a_file_with_a_string_longer_than_the_cap_is_refused_before_it_is_built(
 def test_a_job_reads_its_conversations_back_a_pass_at_a_time_and_lands_them_oldest_first(
     owner, monkeypatch, django_capture_on_commit_callbacks
 ):
-    import chat.importers
+    import chat.imports.formats
 
     passes = []
     read_list = chat.imports.formats._read_list
