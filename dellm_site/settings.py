@@ -278,6 +278,11 @@ CELERY_BEAT_SCHEDULE = {
     # rebuild every text index (concurrently) when purges ran since the last
     # time (provenance/erasure).
     "erasure-scrub": {"task": "provenance.erasure_scrub", "schedule": DELLM_SEARCH_SCRUB_INTERVAL},
+    # A purge whose vacuum an older snapshot held back (a pg_dump, a long report) is vacuumed again once it closes.
+    "erasure-vacuum-sweep": {
+        "task": "provenance.erasure_vacuum_sweep",
+        "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0),
+    },
     # Turns whose task was lost or gave up (database outage, worker killed
     # twice) are re-run or failed with a reason (chat.turns.recovery.turns_stuck_sweep).
     "sweep-stuck-turns": {"task": "chat.turns_sweep", "schedule": env_float("DELLM_SWEEP_INTERVAL", 60.0)},

@@ -84,6 +84,12 @@ class DeletionRequest(OwnerPartitioned):
     # When the eraser's scrub rebuilt the text indexes of this purge's owner (provenance/erasure). Null until
     # then: the scrub takes every executed purge still null, so one that commits while a scrub runs waits for the next.
     scrubbed_at = models.DateTimeField(null=True, blank=True)
+    # A purge's transaction id (PostgreSQL's 64-bit xid8): the row versions it replaced can be removed
+    # once every snapshot open anywhere is newer (provenance/erasure/eraser.py). Null for other modes.
+    purge_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+    # When a vacuum that could remove those row versions ran: from then the purged text is physically gone
+    # from heap, TOAST and table indexes (free space aside: docs/SECURITY.md). Null until then.
+    erased_at = models.DateTimeField(null=True, blank=True)
 
     # Set by `provenance.deletions.selectors.imported_dependents_attach`: the imported
     # replies among the dependents.

@@ -81,7 +81,7 @@ def dependents_remove(
     now = timezone.now()
     if purge:
         # Every other place the text lives (provenance/erasure): imports now, vacuum on commit, scrub by beat.
-        purge_followups(owner_id=deletion.owner_id, message_ids=removed, deletion_id=deletion.pk)
+        deletion.purge_xid = purge_followups(owner_id=deletion.owner_id, message_ids=removed, deletion_id=deletion.pk)
     deletion.dependent_ids = sorted(members - set(deletion.matched_ids))
     deletion.explanations = {
         str(node): path

@@ -240,5 +240,7 @@ NO_TEXT_COLUMNS = {
         "receipt",
         "verified_at",
         "scrubbed_at",
+        "purge_xid",
+        "erased_at",
     ),
 }

@@ -9,7 +9,11 @@ registry (`provenance/erasure/registry.py`, docs/SECURITY.md in words):
   (`chat.imports.scrub.purged_imports_scrub`);
 - on commit: `provenance.erasure_vacuum` vacuums the owner's part of every
   text table, so the old row versions leave heap, TOAST and indexes within
-  seconds;
+  seconds, unless a snapshot older than the purge is still open somewhere (a
+  `pg_dump`, a long report): VACUUM keeps what such a snapshot can see. A purge
+  is marked erased (`erased_at`) only by a vacuum that started after every
+  older snapshot had closed; beat's `provenance.erasure_vacuum_sweep` vacuums
+  again for the purges still waiting, once that is so;
 - within DELLM_SEARCH_SCRUB_INTERVAL (beat, `provenance.erasure_scrub`): every
   index registered `REINDEX` is rebuilt where the purging owners' rows are,
   since a GIN index never deletes a key (VACUUM empties a purged word's
@@ -45,16 +49,17 @@ _PURGING = (DeletionRequest.Mode.PURGE, DeletionRequest.Mode.EXPIRE)
 _EXECUTED = (DeletionRequest.Status.EXECUTED, DeletionRequest.Status.VERIFICATION_FAILED)
 
 
-def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int | None) -> None:
+def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int | None) -> int | None:
     """Inside the purge's transaction, after its row write; the caller holds the owner's lock.
 
     Side effects, in order: no text of the purged messages stays in what
     their import recorded (`purged_imports_scrub`: keys, titles, file names,
     waiting uploads); on commit, the vacuum of the owner's part of every text table is enqueued.
-    Nothing to do for no messages. `deletion_id` is for the log (None: the lab's bench).
+    Returns the purge's transaction id (`DeletionRequest.purge_xid`); nothing to do, and None, for no
+    messages. `deletion_id` is for the log (None: the lab's bench).
     """
     if not message_ids:
-        return
+        return None
     done = purged_imports_scrub(owner_id=owner_id, message_ids=message_ids)
     if any(done.values()):
         logger.info(
@@ -66,6 +71,39 @@ def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int |
             done["uploads"],
         )
     transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_xact_id()::text::bigint")
+        return int(cursor.fetchone()[0])
+
+
+# The oldest transaction any open snapshot may still see, as a 64-bit xid: every backend's snapshot
+# xmin and own xid (all databases: conservative), replication slots and prepared transactions. `age()`
+# counts back from the next xid, which the snapshot's xmax is; one more is taken off to be safe.
+_HORIZON_SQL = """
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1 - coalesce(max(held), 0) FROM (
+    SELECT greatest(age(backend_xmin), age(backend_xid)) FROM pg_stat_activity
+    UNION ALL SELECT greatest(age(xmin), age(catalog_xmin)) FROM pg_replication_slots
+    UNION ALL SELECT age(transaction) FROM pg_prepared_xacts
+) AS snapshots(held)
+"""
+
+
+def snapshot_horizon() -> int:
+    """Row versions a transaction older than this replaced can be removed now: no open snapshot sees them."""
+    with connection.cursor() as cursor:
+        cursor.execute(_HORIZON_SQL)
+        return int(cursor.fetchone()[0])
+
+
+def unerased_owners(*, horizon: int | None = None) -> list[int]:
+    """Owners with a purge whose old row versions may still be in the heap (`erased_at` null).
+
+    With `horizon`, only those whose purge a vacuum could now remove: older than every open snapshot.
+    """
+    pending = DeletionRequest.objects.filter(purge_xid__isnull=False, erased_at__isnull=True)
+    if horizon is not None:
+        pending = pending.filter(purge_xid__lt=horizon)
+    return sorted(set(pending.values_list("owner_id", flat=True)))
 
 
 def _owner_tables(owner_ids: Iterable[int]) -> list[str]:
@@ -74,12 +112,20 @@ def _owner_tables(owner_ids: Iterable[int]) -> list[str]:
     return list(dict.fromkeys(partition_of(table=table, owner_id=owner) for table in text_tables() for owner in owners))
 
 
-def vacuum(*, owner_id: int) -> list[str]:
-    """VACUUM (ANALYZE) the owner's part of every table with a text column; returns them. Outside a transaction."""
+def vacuum(*, owner_id: int) -> tuple[list[str], int]:
+    """VACUUM (ANALYZE) the owner's part of every table with a text column. Outside a transaction.
+
+    Then marks erased the owner's purges that this vacuum could remove: those older than every snapshot
+    open when it started (VACUUM's own horizon can only be newer). Returns the tables and how many purges
+    are still waiting for a vacuum after an older snapshot closes.
+    """
     tables = _owner_tables([owner_id])
+    horizon = snapshot_horizon()
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.SQL(", ").join(map(sql.Identifier, tables))))
-    return tables
+    pending = DeletionRequest.objects.filter(owner_id=owner_id, purge_xid__isnull=False, erased_at__isnull=True)
+    pending.filter(purge_xid__lt=horizon).update(erased_at=timezone.now())
+    return tables, pending.count()
 
 
 def compact(*, owner_ids: Iterable[int]) -> list[str]:

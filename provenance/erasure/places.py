@@ -51,4 +51,7 @@ IMPORT_RESIDUE_TESTS = "tests/chat/imports/test_import_residue.py::"
 UPLOAD_TESTS = "tests/dellm_site/test_uploads.py::"
 AT_CONFIRM = "at confirm (the purge's transaction)"
 SCRUB_BOUND = "DELLM_SEARCH_SCRUB_INTERVAL (300 s) plus one rebuild (of one partition's index where partitioned)"
-VACUUM_BOUND = "seconds after confirm (the vacuum task enqueued at commit; one partition's data)"
+VACUUM_BOUND = (
+    "seconds after confirm, or after the oldest snapshot open at confirm closes (`erased_at` says when; "
+    "one partition's data)"
+)

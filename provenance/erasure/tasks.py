@@ -15,9 +15,20 @@ def erasure_vacuum_task(*, owner_id: int) -> None:
     from provenance.erasure.eraser import vacuum
 
     # VACUUM cannot run inside a transaction block; Celery tasks run in autocommit mode.
-    tables = vacuum(owner_id=owner_id)
+    tables, waiting = vacuum(owner_id=owner_id)
     # Table names, not arguments: the log filter withholds non-id arguments.
     logger.info(f"vacuumed {', '.join(tables)} after a purge")
+    if waiting:
+        logger.info("owner %s: %s purges wait for an older snapshot to close, then a vacuum", owner_id, waiting)
+
+
+@shared_task(name="provenance.erasure_vacuum_sweep", **database_retry_options())
+def erasure_vacuum_sweep_task() -> None:
+    """Beat: vacuum again where an older snapshot kept a purge's row versions, once no snapshot that old is open."""
+    from provenance.erasure.eraser import snapshot_horizon, unerased_owners
+
+    for owner_id in unerased_owners(horizon=snapshot_horizon()):
+        erasure_vacuum_task.delay(owner_id=owner_id)
 
 
 @shared_task(name="provenance.erasure_scrub")

@@ -181,6 +181,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "receipt",
             "verified_at",
             "verifying",
+            "erased_at",
             "imported_dependents",
             "derived",
             "regenerate",

@@ -3,6 +3,7 @@
 import fnmatch
 import secrets
 
+import psycopg
 import pytest
 from django.apps import apps
 from django.db import IntegrityError, connection
@@ -12,10 +13,11 @@ from chat.partitions import partition_index, partition_of
 from provenance.deletions.confirm import deletion_confirm
 from provenance.deletions.preview import deletion_preview
 from provenance.erasure.columns import NO_TEXT_COLUMNS, NO_TEXT_TABLES, TEXT_COLUMNS
-from provenance.erasure.eraser import scrub
+from provenance.erasure.eraser import scrub, snapshot_horizon, unerased_owners
 from provenance.erasure.indexes import INDEXES
 from provenance.erasure.places import Way
 from provenance.erasure.registry import TABLES, reindexed
+from provenance.erasure.tasks import erasure_vacuum_sweep_task
 from tests.factories import make_message, unit_vector
 from tests.helpers import heap_tuples, relation_files
 
@@ -322,3 +324,40 @@ def test_scrub_drops_the_copy_an_interrupted_rebuild_left(owner, thread):
     assert "message_search_gin_ccnew" in _indexes_now()
     assert scrub(force=True)[0] == "message_search_gin"
     assert "message_search_gin_ccnew" not in _indexes_now()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purge_under_an_older_open_snapshot_is_erased_once_it_closes(owner, thread):
+    make_message(thread, SECRET, embedding=unit_vector(1))
+    make_message(thread, f"my {KEPT} is called Bob", embedding=unit_vector(2))
+    # Another connection holds a snapshot taken before the purge, as a pg_dump or a long report would.
+    reader = psycopg.connect(**connection.get_connection_params())
+    reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    assert reader.execute("SELECT count(*) FROM chat_message").fetchone() == (2,)
+    try:
+        deletion = _purge(owner, "918273")  # its vacuum runs at commit (eager here), under the old snapshot
+        deletion.refresh_from_db()
+        assert (deletion.purge_xid is not None, deletion.erased_at) == (True, None)
+        # The vacuum had to keep the row versions the snapshot can see: the heap file still holds the words.
+        assert "chat_message" in _residue(["chat_message"])
+        # The sweep waits while the snapshot is open: vacuuming again now would find the same.
+        assert unerased_owners(horizon=snapshot_horizon()) == []
+        assert unerased_owners() == [owner.pk]
+    finally:
+        reader.rollback()
+        reader.close()
+    assert unerased_owners(horizon=snapshot_horizon()) == [owner.pk]
+    erasure_vacuum_sweep_task()  # what beat runs every DELLM_SWEEP_INTERVAL
+    deletion.refresh_from_db()
+    assert deletion.erased_at is not None and deletion.erased_at > deletion.executed_at
+    assert _residue(["chat_message"]) == {}
+    assert unerased_owners() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_purge_with_no_older_snapshot_is_erased_by_its_own_vacuum(owner, thread):
+    make_message(thread, SECRET, embedding=unit_vector(1))
+    deletion = _purge(owner, "918273")
+    deletion.refresh_from_db()
+    assert deletion.erased_at is not None
+    assert _residue(["chat_message"]) == {}
