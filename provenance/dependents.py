@@ -123,7 +123,13 @@ def _walk(
     """
     if not roots or limit <= 0:
         return []
-    params = {"roots": sorted(set(roots)), "owner": owner_id, "limit": limit, "depth": depth, "target": target}
+    params: dict[str, Any] = {
+        "roots": sorted(set(roots)),
+        "owner": owner_id,
+        "limit": limit,
+        "depth": depth,
+        "target": target,
+    }
     with connection.cursor() as cursor:
         cursor.execute(_WALK_SQL, params)
         return cursor.fetchall()
