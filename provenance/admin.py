@@ -7,9 +7,11 @@ selection. The staff pages (integrity, graph, data-subject requests) live in
 
 import csv
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.db.models import F, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
@@ -20,7 +22,8 @@ from django.utils.safestring import SafeString
 from core.admin import ReadOnlyModelAdmin
 from core.types import User
 from provenance import admin_views
-from provenance.models import DeletionRequest
+from provenance.erasure.account import account_erase, account_summary
+from provenance.models import AccountErasure, DeletionRequest
 
 Status = DeletionRequest.Status
 
@@ -249,3 +252,49 @@ class DeletionRequestAdmin(ReadOnlyModelAdmin):
             ),
             *super().get_urls(),
         ]
+
+
+# --- Accounts: staff delete a user only through the eraser ----------------------------------------
+
+
+class ErasingUserAdmin(UserAdmin):
+    """Django's user admin, whose delete is the account's erasure (provenance/erasure/account.py).
+
+    Django's own delete would take the messages by foreign-key cascade, past the eraser: no vacuum,
+    no index scrub, no receipt. Here the confirmation page is Django's, the deletion the eraser's.
+    """
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        # What goes, counted by the eraser's own summary: the rows are the eraser's to delete (staff need no
+        # permission on messages or the audit, which nobody deletes by hand), and no message is listed.
+        listed: list[Any] = []
+        counts: dict[str, int] = {}
+        for user in objs:
+            summary = account_summary(owner=user)
+            listed.append(f"{user} and everything in the account: " + ", ".join(f"{n} {k}" for k, n in summary.items()))
+            for kind, n in summary.items():
+                counts[kind] = counts.get(kind, 0) + n
+        return listed, counts, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        account_erase(owner=obj, actor=cast(User, request.user), confirm=obj.get_username())
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for user in queryset:
+            account_erase(owner=user, actor=cast(User, request.user), confirm=user.get_username())
+
+
+admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), ErasingUserAdmin)
+
+
+@admin.register(AccountErasure)
+class AccountErasureAdmin(ReadOnlyModelAdmin):
+    """The receipts of erased accounts: ids, counts and times."""
+
+    list_display = ["id", "owner_id", "actor_id", "created_at", "erased_at", "scrubbed_at"]
+    list_filter = ["created_at"]
+    fields = ("owner_id", "actor_id", "counts", "created_at", "erased_at", "scrubbed_at")
+    readonly_fields = fields

@@ -144,3 +144,28 @@ class DeletionRequest(OwnerPartitioned):
     def on_behalf(self) -> bool:
         """Run by someone other than the owner: staff acting on a data-subject request."""
         return self.actor_id is not None and self.actor_id != self.owner_id
+
+
+class AccountErasure(models.Model):
+    """The receipt of an account's erasure (GDPR art. 17): ids, counts and times, never text.
+
+    The user row is gone with everything of theirs, so the account is a plain id here (no foreign
+    key), and so is the staff member who erased it (`actor_id`; null: the user themself).
+    """
+
+    owner_id = models.BigIntegerField()
+    actor_id = models.BigIntegerField(null=True, blank=True)
+    # Rows deleted, by table (`chat_message`, `chat_thread`, ...), and tokens revoked.
+    counts = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # As a purge's (DeletionRequest): its transaction; when a vacuum that no older snapshot held back ran
+    # (`erased_at`: the rows' old versions gone from the tables' files); when the text indexes were rebuilt.
+    purge_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+    erased_at = models.DateTimeField(null=True, blank=True)
+    scrubbed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Account erasure {self.pk} (user {self.owner_id})"

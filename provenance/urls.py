@@ -1,5 +1,6 @@
 from django.urls import path
 
+from provenance.api.views.account import AccountEraseView, AccountView
 from provenance.api.views.deletions import (
     DeletionCancelView,
     DeletionConfirmView,
@@ -28,4 +29,6 @@ urlpatterns = [
     path("deletions/<int:deletion_id>/undo/", DeletionUndoView.as_view(), name="deletion-undo"),
     path("deletions/<int:deletion_id>/resume/", DeletionResumeView.as_view(), name="deletion-resume"),
     path("export/", ExportView.as_view(), name="export"),
+    path("account/", AccountView.as_view(), name="account"),
+    path("account/erase/", AccountEraseView.as_view(), name="account-erase"),
 ]

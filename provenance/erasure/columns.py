@@ -1,6 +1,7 @@
 """The registry's columns: every column of every table, with text or without."""
 
 from provenance.erasure.places import (
+    ACCOUNT_ERASURE,
     AGENT_ACCESS,
     AGENT_TOKEN,
     AT_CONFIRM,
@@ -209,6 +210,8 @@ NO_TEXT_COLUMNS = {
     AGENT_ACCESS: ("owner_id", "may_confirm_deletions", "updated_at"),
     # An agent's token: the user's own name for the client it is for (at most 100 characters), never memory.
     AGENT_TOKEN: ("id", "owner_id", "token_id", "name", "created_at"),
+    # The receipt of an erased account: ids, counts by table, times.
+    ACCOUNT_ERASURE: ("id", "owner_id", "actor_id", "counts", "created_at", "purge_xid", "erased_at", "scrubbed_at"),
     # Ids, counts, kinds and receipts: never the deleted text nor the query that matched it.
     DELETION: (
         "id",

@@ -41,7 +41,7 @@ from chat.index.vectors import index_name, vector_indexes
 from chat.partitions import partition_index, partition_of
 from provenance.erasure.registry import TABLES, reindexed, text_tables
 from provenance.erasure.tasks import erasure_vacuum_task
-from provenance.models import DeletionRequest
+from provenance.models import AccountErasure, DeletionRequest
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +100,13 @@ def unerased_owners(*, horizon: int | None = None) -> list[int]:
 
     With `horizon`, only those whose purge a vacuum could now remove: older than every open snapshot.
     """
-    pending = DeletionRequest.objects.filter(purge_xid__isnull=False, erased_at__isnull=True)
-    if horizon is not None:
-        pending = pending.filter(purge_xid__lt=horizon)
-    return sorted(set(pending.values_list("owner_id", flat=True)))
+    owners: set[int] = set()
+    for model in (DeletionRequest, AccountErasure):
+        pending = model.objects.filter(purge_xid__isnull=False, erased_at__isnull=True)
+        if horizon is not None:
+            pending = pending.filter(purge_xid__lt=horizon)
+        owners.update(pending.values_list("owner_id", flat=True))
+    return sorted(owners)
 
 
 def _owner_tables(owner_ids: Iterable[int]) -> list[str]:
@@ -123,9 +126,12 @@ def vacuum(*, owner_id: int) -> tuple[list[str], int]:
     horizon = snapshot_horizon()
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.SQL(", ").join(map(sql.Identifier, tables))))
-    pending = DeletionRequest.objects.filter(owner_id=owner_id, purge_xid__isnull=False, erased_at__isnull=True)
-    pending.filter(purge_xid__lt=horizon).update(erased_at=timezone.now())
-    return tables, pending.count()
+    waiting = 0
+    for model in (DeletionRequest, AccountErasure):
+        pending = model.objects.filter(owner_id=owner_id, purge_xid__isnull=False, erased_at__isnull=True)
+        pending.filter(purge_xid__lt=horizon).update(erased_at=timezone.now())
+        waiting += pending.count()
+    return tables, waiting
 
 
 def compact(*, owner_ids: Iterable[int]) -> list[str]:
@@ -162,7 +168,8 @@ def scrub(*, force: bool = False) -> list[str]:
     """Rebuild the purging owners' part of the text indexes, and their vector indexes; returns what it rebuilt.
 
     The purges to scrub are the executed ones not scrubbed yet
-    (`DeletionRequest.scrubbed_at` null): [] when there are none. Each
+    (`DeletionRequest.scrubbed_at` null), and the accounts erased since the last scrub
+    (`AccountErasure.scrubbed_at` null): [] when there are none. Each
     registered text index is rebuilt where those owners' keys are: the
     owner's partition's index where the table is partitioned by `owner_id`,
     the whole index where it is not (once, however many owners purged). Then
@@ -178,7 +185,8 @@ def scrub(*, force: bool = False) -> list[str]:
         mode__in=_PURGING, status__in=_EXECUTED, scrubbed_at__isnull=True
     ).values_list("pk", "owner_id")
     purges = dict(pending)
-    owners = set(purges.values())
+    erased = dict(AccountErasure.objects.filter(scrubbed_at__isnull=True).values_list("pk", "owner_id"))
+    owners = set(purges.values()) | set(erased.values())
     if not owners and not force:
         return []
     if force:
@@ -199,6 +207,7 @@ def scrub(*, force: bool = False) -> list[str]:
         for name in names:
             cursor.execute(sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(sql.Identifier(name)))
     DeletionRequest.objects.filter(owner_id__in=owners, pk__in=list(purges)).update(scrubbed_at=timezone.now())
+    AccountErasure.objects.filter(pk__in=list(erased)).update(scrubbed_at=timezone.now())
     logger.info(
         "scrubbed %s indexes for %s purges in %s ms",
         len(names),

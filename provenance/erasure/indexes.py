@@ -2,6 +2,7 @@
 
 from chat.index.vectors import INDEX_PREFIX
 from provenance.erasure.places import (
+    ACCOUNT_ERASURE,
     AGENT_ACCESS,
     AGENT_TOKEN,
     DELETION,
@@ -111,6 +112,7 @@ INDEXES = (
             f"{AGENT_TOKEN}_token_id_key",
             "assistant_agenttoken_owner_id_27cf9eb6",
             "assistant_agenttoken_token_id_582bdebb_like",
+            f"{ACCOUNT_ERASURE}_pkey",
         )
     ),
 )

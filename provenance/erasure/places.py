@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
-from provenance.models import DeletionRequest
+from provenance.models import AccountErasure, DeletionRequest
 
 
 class Way(StrEnum):
@@ -45,6 +45,7 @@ MEMORY_READ = MemoryRead._meta.db_table
 AGENT_ACCESS = AgentAccess._meta.db_table
 # assistant's table, by name: provenance sits below the doors and never imports them.
 AGENT_TOKEN = "assistant_agenttoken"
+ACCOUNT_ERASURE = AccountErasure._meta.db_table
 
 ERASURE_TESTS = "tests/provenance/erasure/test_erasure.py::"
 IMPORT_RESIDUE_TESTS = "tests/chat/imports/test_import_residue.py::"

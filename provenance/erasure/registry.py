@@ -17,6 +17,7 @@ from provenance.erasure.columns import TEXT_COLUMNS
 from provenance.erasure.elsewhere import ELSEWHERE
 from provenance.erasure.indexes import INDEXES
 from provenance.erasure.places import (
+    ACCOUNT_ERASURE,
     AGENT_ACCESS,
     AGENT_TOKEN,
     DELETION,
@@ -33,7 +34,19 @@ from provenance.erasure.places import (
 # Tables that hold text, or sit next to it and must prove they do not: every
 # column of each is either in TEXT_COLUMNS or in NO_TEXT_COLUMNS. Every table
 # of our apps is here, each column decided.
-TABLES = (MESSAGE, THREAD, TURN, EDGE, IMPORT_JOB, IMPORT_UPLOAD, DELETION, MEMORY_READ, AGENT_ACCESS, AGENT_TOKEN)
+TABLES = (
+    MESSAGE,
+    THREAD,
+    TURN,
+    EDGE,
+    IMPORT_JOB,
+    IMPORT_UPLOAD,
+    DELETION,
+    MEMORY_READ,
+    AGENT_ACCESS,
+    AGENT_TOKEN,
+    ACCOUNT_ERASURE,
+)
 
 REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)
 

@@ -24,7 +24,14 @@ from tests.helpers import client_for
 DISTRIBUTED = ("chat_thread", "chat_message", "chat_contextedge", "chat_turn", "provenance_deletionrequest")
 REFERENCE = ("auth_user",)
 # Small per-owner tables no distributed table references: Citus local tables on the coordinator.
-COORDINATOR = ("chat_importjob", "chat_importupload", "chat_memoryread", "chat_agentaccess", "assistant_agenttoken")
+COORDINATOR = (
+    "chat_importjob",
+    "chat_importupload",
+    "chat_memoryread",
+    "chat_agentaccess",
+    "assistant_agenttoken",
+    "provenance_accounterasure",
+)
 
 _UNIQUE_SQL = """
 SELECT t.relname, i.relname, ARRAY(SELECT a.attname FROM unnest(x.indkey) k JOIN pg_attribute a

@@ -118,6 +118,9 @@ export const api = {
   agentTokens: () => get("/api/agent-tokens/?page_size=200"),
   makeAgentToken: (name) => post("/api/agent-tokens/", { name }),
   revokeAgentToken: (id) => request("DELETE", `/api/agent-tokens/${id}/`),
+  // The account: what erasing it takes, and its erasure (`username` typed to confirm).
+  account: () => get("/api/account/"),
+  eraseAccount: (username) => post("/api/account/erase/", { username }),
 };
 
 // Several messages by id (a deletion preview lists ids only), at most a few

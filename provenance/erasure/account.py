@@ -1,0 +1,65 @@
+"""Erasing a whole account (GDPR art. 17), through the one eraser: the user, or staff for them.
+
+Everything of the account goes in one transaction under the owner's lock: its messages, edges and
+turns by the writer, then the user row and what hangs on it (threads, imports and their uploads,
+agents' reads, switch and tokens, every API token, the deletions' audit rows), and its per-owner
+vector indexes. Then, as after a purge, the vacuum of the owner's partitions (`erased_at` once no
+older snapshot held it back) and the scrub of the text indexes. What is left is the receipt, an
+`AccountErasure` of ids, counts and times (docs/SECURITY.md, "Erasing an account").
+"""
+
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from knox.models import AuthToken
+from psycopg import sql
+
+from chat.index.vectors import index_name, vector_indexes
+from chat.models import ImportJob, Message, Thread
+from chat.writer.account import account_rows_delete
+from core.errors import NotFound, ValidationFailed
+from core.types import User
+from provenance.erasure.tasks import erasure_vacuum_task
+from provenance.models import AccountErasure, DeletionRequest
+
+
+def account_summary(*, owner: User) -> dict[str, int]:
+    """What an erasure of `owner`'s account takes, counted (what the confirmation says)."""
+    return {
+        "threads": Thread.objects.filter(owner=owner).count(),
+        "messages": Message.objects.filter(owner=owner).count(),
+        "deletions": DeletionRequest.objects.filter(owner=owner).count(),
+        "imports": ImportJob.objects.filter(owner=owner).count(),
+        "tokens": AuthToken.objects.filter(user=owner).count(),
+    }
+
+
+def account_erase(*, owner: User, actor: User, confirm: object) -> AccountErasure:
+    """Erase `owner`'s account, asked by `actor` (the owner, or staff); `confirm` must be the owner's username.
+
+    Side effects, in order, in one transaction under the owner's lock: the owner's per-owner vector
+    indexes dropped; every row of the account deleted (`account_rows_delete`), its tokens with it; the
+    receipt written, with the transaction's id. On commit, the vacuum of the owner's partitions.
+    """
+    if not isinstance(confirm, str) or confirm != owner.get_username():
+        raise ValidationFailed("Type the account's username to confirm its erasure.", fields={"username": "mismatch"})
+    owner_id = owner.pk
+    with transaction.atomic():
+        if not get_user_model().objects.select_for_update().filter(pk=owner_id).exists():
+            raise NotFound("No such account.")
+        tokens = AuthToken.objects.filter(user_id=owner_id).count()
+        with connection.cursor() as cursor:
+            for index in vector_indexes():
+                if index.owner_id == owner_id:
+                    name = index_name(index.owner_id, index.model, index.dim)
+                    cursor.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+            counts = account_rows_delete(owner_id=owner_id)
+            cursor.execute("SELECT pg_current_xact_id()::text::bigint")
+            xid = int(cursor.fetchone()[0])
+        erasure = AccountErasure.objects.create(
+            owner_id=owner_id,
+            actor_id=None if actor.pk == owner_id else actor.pk,
+            counts={**counts, "tokens": tokens},
+            purge_xid=xid,
+        )
+        transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))
+    return erasure
