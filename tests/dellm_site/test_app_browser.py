@@ -240,3 +240,26 @@ def test_chat_and_graph_fill_the_window_and_toasts_leave_send_free(open_page, se
     expect(page.locator(".toast")).to_be_visible()
     assert not _overlap(page.locator(".toast").bounding_box(), send)
     screenshot(page, f"chat-toast-{width}")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_looks_finished_at_desktop_and_phone_width(open_page, transactional_db, width):
+    make_user("gale")
+    page = open_page(width=width, height=900)
+    sign_in(page, "gale")
+    for path, name in [("/", "chat"), ("/graph/", "graph"), ("/deletions/", "deletions"), ("/import/", "import")]:
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        # Nothing wider than the window, and each header link on one line.
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width, path
+        heights = [box["height"] for box in (link.bounding_box() for link in page.locator(".mainnav a").all())]
+        assert max(heights) - min(heights) < 2 and max(heights) < 40, (path, heights)
+        # The responder's label is cut with an ellipsis inside the header, never clipped by the window.
+        badge = page.locator(".model-badge").bounding_box()
+        assert badge["x"] + badge["width"] <= width, path
+        screenshot(page, f"page-{name}-{width}")
+    # The import form: its button clear of the next heading.
+    page.goto("/import/")
+    button = page.get_by_role("button", name="Import").bounding_box()
+    heading = page.get_by_role("heading", name="Earlier imports").bounding_box()
+    assert heading["y"] - (button["y"] + button["height"]) >= 16
