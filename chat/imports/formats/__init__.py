@@ -289,16 +289,42 @@ def sniff_file(
     if format is not None:
         for _ in prefix():
             pass
-        return format
+        return _whole_syntax(payload, format, limits)
     try:
-        return _sniff_json(events(prefix(), final=False), complete=lambda: read < peek)
+        sniffed = _sniff_json(events(prefix(), final=False), complete=lambda: read < peek)
     except NotJSON:
         first = next((line for line in _prefix_lines(payload, peek) if line.strip()), None)
         if first is not None and jsonl.looks_like([first]):
-            return "jsonl"
+            return _whole_syntax(payload, "jsonl", limits)
         if first is None and read >= peek:
             return None
         raise ImportFormatError(NEITHER, field="file") from None
+    return sniffed if sniffed is None else _whole_syntax(payload, sniffed, limits)
+
+
+CUT_SHORT = "The file is not whole JSON: it ends too soon or breaks somewhere. Export it again, or check the download."
+
+
+def _whole_syntax(payload: Payload, format: str, limits: Limits) -> str:
+    """`format`, once the whole file is read as a stream and found well-formed (JSONL: every line JSON).
+
+    A truncated export would otherwise be accepted (202) and fail later in the worker. One linear pass
+    of the parser over the bytes, memory bounded by its chunk (strings capped as the import caps them);
+    the shape is `parse_file`'s to check.
+    """
+    if format == "jsonl":
+        for number, line in enumerate(lines(payload, limits), start=1):
+            if line.strip():
+                try:
+                    drain(events([line.encode()]))
+                except NotJSON:
+                    raise ImportFormatError(f"Line {number} is not JSON: {CUT_SHORT}", field="file") from None
+        return format
+    try:
+        drain(events(strings_capped(payload.chunks())))
+    except NotJSON:
+        raise ImportFormatError(CUT_SHORT, field="file") from None
+    return format
 
 
 def _prefix_lines(payload: Payload, peek: int) -> Iterator[str]:

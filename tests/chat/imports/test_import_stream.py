@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from chat.imports import uploads
 from chat.imports.formats import (
+    CUT_SHORT,
     ImportFormatError,
     Limits,
     ParseResult,
@@ -249,21 +250,30 @@ def test_sniff_memory_is_the_peek_whatever_the_file_holds():
     assert peak < 3_000_000
 
 
-def test_the_web_request_does_not_parse_what_lies_past_the_peek(api, owner, django_capture_on_commit_callbacks):
-    # Read in full, the file is not JSON; its first MiB is a ChatGPT export.
-    broken = CHATGPT.rstrip()[:-1] + b" " * 2_000_000 + b"oops"
-    with django_capture_on_commit_callbacks(execute=True):
-        response = api.post(
-            "/api/imports/", {"file": SimpleUploadedFile("conversations.json", broken)}, format="multipart"
-        )
-    assert response.status_code == 202
-    job = ImportJob.objects.get(pk=response.json()["id"])
-    assert (job.status, job.format, job.error) == (
-        "failed",
-        "chatgpt",
-        "The file is neither JSON nor JSONL: supported are ChatGPT's and Claude's exports "
-        "(conversations.json, or ChatGPT's zip), DeLLM's export and JSONL.",
-    )
+@pytest.mark.parametrize(
+    "broken",
+    [
+        # The first 500 bytes of a valid export: a download cut short.
+        CHATGPT[:500],
+        # Its first MiB is a ChatGPT export; read in full, it is not JSON.
+        CHATGPT.rstrip()[:-1] + b" " * 2_000_000 + b"oops",
+        _zip({"conversations.json": CHATGPT[:500]}),
+        JSONL * 3 + JSONL[: len(JSONL) // 2],
+    ],
+)
+def test_the_web_request_refuses_a_file_cut_short_and_stores_nothing(api, owner, broken):
+    response = api.post("/api/imports/", {"file": SimpleUploadedFile("export.json", broken)}, format="multipart")
+    assert response.status_code == 400, response.content
+    assert CUT_SHORT in response.json()["error"]["message"]
+    assert (ImportJob.objects.count(), ImportUpload.objects.count()) == (0, 0)
+
+
+def test_the_syntax_pass_reads_the_whole_file_in_bounded_memory():
+    data = bloated_chatgpt(conversations=60, messages=10, metadata=300)
+    whole = data.rstrip()[:-1]  # the last bracket gone: only the end of the file shows it
+    peak, message = peak_bytes(lambda: refusal(sniff_file, whole))
+    assert message == CUT_SHORT
+    assert peak < 3_000_000
 
 
 def long_chatgpt(*, conversations: int, messages: int, chars: int) -> bytes:
