@@ -18,17 +18,23 @@ a `DomainError` into a tool error, `<code>: <message>`, that the model can read.
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types import ToolAnnotations
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 from rest_framework import exceptions
 
@@ -163,16 +169,45 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
     return server
 
 
-def token_user(header: bytes) -> int | None:
-    """The id of the active user whose agent token `header` (`Bearer <t>` or `Token <t>`) carries; None otherwise."""
+def token_principal(header: bytes) -> tuple[int, str] | None:
+    """(user id, token key) of the active user whose agent token `header` (`Bearer <t>` or `Token <t>`) carries."""
     parts = header.split()
     if len(parts) != 2 or parts[0].lower() not in KEYWORDS:
         return None
     try:
-        user, _ = AgentTokenAuthentication().authenticate_credentials(parts[1])
+        user, token = AgentTokenAuthentication().authenticate_credentials(parts[1])
     except exceptions.AuthenticationFailed:
         return None
-    return int(user.pk)
+    return int(user.pk), str(token.token_key)
+
+
+def token_user(header: bytes) -> int | None:
+    """The id of the active user whose agent token `header` carries; None otherwise."""
+    principal = token_principal(header)
+    return None if principal is None else principal[0]
+
+
+def _principal(user_id: int, token_key: str) -> AuthenticatedUser:
+    # The SDK binds a session to the principal that opened it (`scope["user"]`, compared on every later
+    # request): another token, another user's or the same user's, is answered as if it did not exist.
+    return AuthenticatedUser(AccessToken(token="", client_id=f"dellm:{user_id}:{token_key}", scopes=[]))
+
+
+def _opens_a_session(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """A POST of the handshake era without a session id: the SDK opens a session for it.
+
+    The per-request era (a protocol version the handshake never had) keeps no session.
+    """
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode("ascii"))
+    handshake = version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+    return scope.get("method") == "POST" and b"mcp-session-id" not in headers and handshake
+
+
+def _session_admitted(user_id: int) -> bool:
+    """A new session for `user_id`: within DELLM_MCP_SESSION_RATE a minute (Redis, shared by the processes)."""
+    key = f"mcp-sessions:{user_id}:{int(time.time() // 60)}"
+    cache.add(key, 0, timeout=120)
+    return cache.incr(key) <= settings.DELLM_MCP_SESSION_RATE
 
 
 class McpApp:
@@ -185,16 +220,28 @@ class McpApp:
         self.server.streamable_http_app(
             streamable_http_path=PATH,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            session_idle_timeout=settings.DELLM_MCP_SESSION_IDLE_SECONDS,
+            max_sessions=settings.DELLM_MCP_MAX_SESSIONS,
         )
         self.manager = self.server.session_manager
+
+    def _open_sessions(self, user_id: int) -> int:
+        # The SDK's own registry of open sessions and who opened each (its session binding's).
+        owners = self.manager._session_owners
+        return sum(
+            1
+            for session, owner in owners.items()
+            if session in self.manager._server_instances and owner["client_id"].startswith(f"dellm:{user_id}:")
+        )
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        header = dict(scope.get("headers") or []).get(b"authorization", b"")
-        user_id = await on_db_briefly(token_user)(header) if header else None
-        if user_id is None:
+        headers = dict(scope.get("headers") or [])
+        header = headers.get(b"authorization", b"")
+        principal = await on_db_briefly(token_principal)(header) if header else None
+        if principal is None:
             await _error(
                 send,
                 401,
@@ -213,7 +260,19 @@ class McpApp:
             if body is None:
                 return  # the client went away
             receive = body_replayed(body, receive)
-        await self.manager.handle_request({**scope, USER_KEY: user_id}, receive, send)
+        user_id, token_key = principal
+        if _opens_a_session(scope, headers):
+            # Each session holds a server task and its streams until it ends or idles out.
+            if self._open_sessions(user_id) >= settings.DELLM_MCP_SESSIONS_PER_USER:
+                message = f"At most {settings.DELLM_MCP_SESSIONS_PER_USER} MCP sessions at once: end one first."
+                await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
+                return
+            if not await on_db_briefly(_session_admitted)(user_id):
+                message = f"At most {settings.DELLM_MCP_SESSION_RATE} new MCP sessions a minute."
+                await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
+                return
+        scope = {**scope, USER_KEY: user_id, "user": _principal(user_id, token_key)}
+        await self.manager.handle_request(scope, receive, send)
 
 
 async def _error(

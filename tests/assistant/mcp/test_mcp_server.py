@@ -203,7 +203,7 @@ def test_dellm_mcp_refuses_a_bad_token(owner):
     )
 
     assert done.returncode == 1
-    assert "not a valid DeLLM API token" in done.stderr
+    assert "not a valid DeLLM agent token" in done.stderr
     assert json.dumps(done.stdout) == '""'
 
 
@@ -241,3 +241,53 @@ def test_mcp_over_http_holds_a_body_to_the_ceiling_and_the_depth_limit(asgi_serv
         (400, *too_deep),
         (400, *too_deep),
     ]
+
+
+HANDSHAKE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
+
+
+def _headers(token: str, session: str | None = None) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    if session is not None:
+        headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    return headers
+
+
+def test_mcp_sessions_are_capped_per_user_and_bound_to_the_token_that_opened_them(asgi_server, owner, other_owner):
+    server = asgi_server(env={"DELLM_MCP_SESSIONS_PER_USER": "2"})
+    mine = agent_token_create(owner=owner, name="mine")[1]
+    theirs = agent_token_create(owner=other_owner, name="theirs")[1]
+    url = f"{server.url}/mcp"
+    opened = [httpx.post(url, json=HANDSHAKE, headers=_headers(mine), timeout=30) for _ in range(3)]
+    assert [r.status_code for r in opened] == [200, 200, 429]
+    assert (opened[2].json()["error"]["code"], opened[2].headers["retry-after"]) == ("throttled", "60")
+    # One user's sessions do not shut another out.
+    assert httpx.post(url, json=HANDSHAKE, headers=_headers(theirs), timeout=30).status_code == 200
+    session = opened[0].headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    # Another user's token with my session id is answered as if the session did not exist, and cannot end it.
+    foreign = _headers(theirs, session)
+    assert httpx.post(url, json=listing, headers=foreign, timeout=30).status_code == 404
+    assert httpx.delete(url, headers=foreign, timeout=30).status_code == 404
+    # So is another token of mine: a session is bound to the token that opened it.
+    other_token_of_mine = agent_token_create(owner=owner, name="second")[1]
+    assert httpx.post(url, json=listing, headers=_headers(other_token_of_mine, session), timeout=30).status_code == 404
+    # Mine still answers; ending it frees a place.
+    assert httpx.post(url, json=listing, headers=_headers(mine, session), timeout=30).status_code == 200
+    assert httpx.delete(url, headers=_headers(mine, session), timeout=30).status_code == 200
+    assert httpx.post(url, json=HANDSHAKE, headers=_headers(mine), timeout=30).status_code == 200
+
+
+def test_mcp_session_creation_is_rate_limited_per_user(asgi_server, owner):
+    server = asgi_server(env={"DELLM_MCP_SESSION_RATE": "3", "DELLM_MCP_SESSIONS_PER_USER": "100"})
+    token = agent_token_create(owner=owner, name="busy")[1]
+    answers = [
+        httpx.post(f"{server.url}/mcp", json=HANDSHAKE, headers=_headers(token), timeout=30).status_code
+        for _ in range(4)
+    ]
+    assert answers == [200, 200, 200, 429]
