@@ -314,6 +314,9 @@ class ContextEdge(OwnerPartitioned):
         # client's result for it, or `source` is a result and `target` the
         # reply that used it.
         TOOL = "tool"
+        # `target` is an agent's note and `source` a memory an agent of the same user was shown shortly
+        # before (the read log, chat.agent_memory): what it read may be in what it writes.
+        READ = "read"
         # `target` is an agent's note (role `note`) and `source` a memory the
         # agent said it used (`remember(derived_from=...)`).
         AGENT = "agent"

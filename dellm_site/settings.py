@@ -173,6 +173,8 @@ DELLM_SIGN_IN_WAIT = env_float("DELLM_SIGN_IN_WAIT", 30.0)
 DELLM_TOKEN_LIMIT_PER_USER = env_int("DELLM_TOKEN_LIMIT_PER_USER", 50)
 # Agent tokens (for MCP clients) a user may hold at once; they do not expire by themselves.
 DELLM_AGENT_TOKEN_LIMIT = env_int("DELLM_AGENT_TOKEN_LIMIT", 20)
+# An agent's note derives from every memory an agent of the user was shown this long before it (the read log).
+DELLM_NOTE_READ_WINDOW = timedelta(seconds=env_int("DELLM_NOTE_READ_WINDOW_SECONDS", 3600))
 # MCP sessions over HTTP: each holds a server task and its streams until it ends or idles out.
 DELLM_MCP_SESSIONS_PER_USER = env_int("DELLM_MCP_SESSIONS_PER_USER", 10)
 DELLM_MCP_SESSION_RATE = env_int("DELLM_MCP_SESSION_RATE", 30)  # new sessions a minute, per user

@@ -51,6 +51,7 @@ EDGE_WHY = {
     "transcript": "the conversation before it (a client's or an imported reply)",
     "system": "the system prompt it was written under",
     "agent": "an agent said it used it",
+    "read": "an agent was shown it shortly before writing",
     "tool": "the tool call it is the result of, or a tool result it used",
 }
 

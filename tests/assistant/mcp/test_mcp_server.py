@@ -5,7 +5,6 @@ import json
 import os
 import sys
 
-import anyio
 import httpx
 import pytest
 from mcp import Client
@@ -21,7 +20,7 @@ from core.auth.tokens import token_create
 from provenance.deletions.confirm import deletion_confirm
 from tests import helpers
 from tests.factories import make_message, make_thread
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_async
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -119,7 +118,7 @@ def test_mcp_over_streamable_http(asgi_server, owner, memories, mode):
         ):
             return await _session(c, paris, theirs)
 
-    session = anyio.run(run)
+    session = run_async(run)
     # The link is on the host the client reached (one of ALLOWED_HOSTS).
     assert session["preview"]["confirm_url"] == f"{server.url}/?deletion={session['preview']['deletion']['id']}"
     _check(session, paris, owner)
@@ -160,7 +159,7 @@ def test_mcp_over_stdio(owner, memories):
         async with Client(parameters, client_info=AGENT) as client:
             return await _session(client, paris, theirs)
 
-    session = anyio.run(run)
+    session = run_async(run)
     assert session["preview"]["confirm_url"].startswith("http://127.0.0.1:8000/?deletion=")
     _check(session, paris, owner)
 

@@ -9,7 +9,7 @@ from assistant.mcp import tools
 from chat.agent_memory import agent_access_get, agent_access_set
 from chat.imports.history import history_import, history_parse
 from chat.models import ContextEdge, MemoryRead, Message
-from core.errors import NotFound, ValidationFailed
+from core.errors import Conflict, NotFound, ValidationFailed
 from provenance.api.serializers.deletions import DeletionSerializer
 from provenance.deletions.confirm import deletion_confirm
 from provenance.deletions.preview import deletion_preview
@@ -288,3 +288,37 @@ def test_a_tool_results_words_are_never_found_by_search_memory(owner, thread, se
     assert list(MemoryRead.objects.values_list("message_ids", flat=True)) == [
         sorted([steps["question"].pk, steps["answer"].pk])
     ]
+
+
+def test_a_note_derives_from_what_an_agent_was_shown_before_it_even_unsaid(owner, paris, thread):
+    kept = make_message(thread, "I like jasmine tea")
+    assert [m["id"] for m in tools.search_memory(user=owner, client=CLIENT, query="observatory", k=5)["memories"]] == [
+        paris.pk
+    ]
+    # Another client of the same user writes it down without saying where it came from.
+    note = tools.remember(user=owner, client="another-client", text="Alice is at the Paris observatory")
+    edges = ContextEdge.objects.filter(target_id=note["id"]).values_list("source_id", "signal")
+    assert list(edges) == [(paris.pk, "read")]
+    assert tools.explain(user=owner, client=CLIENT, id=note["id"])["sources"][0]["why"] == (
+        "an agent was shown it shortly before writing"
+    )
+    # Forgetting what was read takes the note; what was not read stays.
+    preview = deletion_preview(owner=owner, actor=owner, mode="purge", ids=[paris.pk])
+    deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+    assert (Message.objects.get(pk=note["id"]).status, Message.objects.get(pk=kept.pk).status) == ("purged", "active")
+    assert taint_violations(owner_id=owner.pk) == []
+
+
+def test_a_read_older_than_the_window_is_no_source_and_a_removed_one_refuses_the_note(owner, paris, settings):
+    tools.search_memory(user=owner, client=CLIENT, query="observatory", k=5)
+    settings.DELLM_NOTE_READ_WINDOW = timedelta(seconds=0)
+    old = _remember(owner, "Something else entirely")
+    assert list(ContextEdge.objects.filter(target_id=old["id"])) == []
+    settings.DELLM_NOTE_READ_WINDOW = timedelta(hours=1)
+    preview = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[paris.pk])
+    deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+    before = Message.objects.count()
+    with pytest.raises(Conflict) as refused:
+        _remember(owner, "Alice works at the Paris observatory")
+    assert refused.value.fields == {"read": str(paris.pk)}
+    assert Message.objects.count() == before
