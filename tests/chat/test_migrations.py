@@ -100,7 +100,9 @@ def test_partition_migration_converts_a_populated_installation(db, capsys):
     executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert all(is_partitioned(table) for table in PARTITIONED)
-    assert {table: _rows(table) for table in PARTITIONED} == before
+    # Every row as it was; columns later migrations add (new deletion fields) come after the old ones.
+    after = {table: [row[: len(before[table][0])] for row in _rows(table)] for table in PARTITIONED}
+    assert after == before
     assert "chat_message: 21/21 rows copied" in capsys.readouterr().out
     with connection.cursor() as cursor:
         cursor.execute(
