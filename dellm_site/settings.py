@@ -335,14 +335,9 @@ DELLM_LLM = env_choice(
 # Redacting part of a message: with a model configured, the preview offers its
 # rewrite (the user approves the exact text); off, or offline, the rule-based one.
 DELLM_REDACT_WITH_MODEL = env_bool("DELLM_REDACT_WITH_MODEL", True)
-# The work one deletion preview spends on redactions, synchronous in the request
-# (provenance/deletions/preview.py): the matched user messages it scans, oldest first, and
-# their characters in all. The rules are linear, about 30-40 ms per
-# 20,000-character message (`make bench` part `redaction`, 2 shared cores); the
-# default holds one preview to 10 such messages, 0.3-0.4 s in all, so 30 previews
-# a minute stay well under a core. Messages past either cap are listed as
-# unscanned (deleted whole unless the user writes their text).
-# With a model, each redaction is also one model call charged to the chat budget.
+# The redactions one deletion preview scans, synchronous in the request: messages and characters
+# (linear rules, 30-40 ms per 20,000 characters: `make bench` part `redaction`); past either cap
+# a message is listed unscanned. With a model, each is one call charged to the chat budget.
 DELLM_REDACTION_MAX_MESSAGES = env_int("DELLM_REDACTION_MAX_MESSAGES", 50)
 DELLM_REDACTION_MAX_CHARS = env_int("DELLM_REDACTION_MAX_CHARS", 200_000)
 DELLM_EMBEDDER = env_choice("DELLM_EMBEDDER", "offline", ("offline", "openai"))
@@ -402,14 +397,9 @@ DELLM_IMPORT_MAX_MESSAGE_CHARS = env_int("DELLM_IMPORT_MAX_MESSAGE_CHARS", 100_0
 DELLM_IMPORT_MAX_CONVERSATION_CHARS = env_int("DELLM_IMPORT_MAX_CONVERSATION_CHARS", 8_000_000)
 # DeLLM's export: its edges are held until the whole file is read (about 150 bytes each).
 DELLM_IMPORT_MAX_EDGES = env_int("DELLM_IMPORT_MAX_EDGES", 1_000_000)
-# Per-account quotas on stored messages (chat/quotas.py), every door counted,
-# refused at the bulk doors (an import, /v1's transcript): 413, or 429 with
-# Retry-After. In all: 1,000,000 is 270 messages a day for ten years, several
-# times the largest real histories we have seen imported (tens of thousands of
-# messages), yet it keeps one account's rows and edges a bounded share of the
-# database. A day: 200,000 is two files of the largest size a file may be
-# (DELLM_IMPORT_MAX_MESSAGES) or a whole heavy history at once, where the import
-# throttle alone (20 files an hour) let one account write 48 M messages a day.
+# Per-account quotas on stored messages (chat/quotas.py), refused at the bulk doors (413, or 429
+# with Retry-After): 1,000,000 is 270 messages a day for ten years; 200,000 a day is two files of
+# the largest size (the import throttle alone let one account write 48 M a day).
 DELLM_QUOTA_MESSAGES = env_int("DELLM_QUOTA_MESSAGES", 1_000_000)
 DELLM_QUOTA_MESSAGES_PER_DAY = env_int("DELLM_QUOTA_MESSAGES_PER_DAY", 200_000)
 # Transcript messages /v1 stores in one request (those the thread does not
@@ -464,12 +454,9 @@ DELLM_JSON_MAX_DEPTH = env_int("DELLM_JSON_MAX_DEPTH", 100)
 # Largest `page_size` a list endpoint accepts; larger asks are refused (400).
 DELLM_MAX_PAGE_SIZE = env_int("DELLM_MAX_PAGE_SIZE", 200)
 DELLM_PAGE_SIZE = env_int("DELLM_PAGE_SIZE", 50)
-# Edges listed per message and direction in a page of messages (a thread's,
-# the message list) and in one message's detail; `edges_truncated` says when
-# some were left out (the graph and the dependents endpoint have them all).
-# 50 is ten times the default retrieval k: only imports, `full` contexts and
-# messages that fed many replies reach it; a page then holds at most
-# 200 x 2 x 50 edges.
+# Edges listed per message and direction in a page of messages and in one message's detail
+# (`edges_truncated` says when some were left out; the graph and the dependents endpoint have all):
+# ten times the default k, so a page holds at most 200 x 2 x 50 edges.
 DELLM_PAGE_MAX_EDGES = env_int("DELLM_PAGE_MAX_EDGES", 50)
 DELLM_MESSAGE_MAX_EDGES = env_int("DELLM_MESSAGE_MAX_EDGES", 5000)
 # The graph opens as a window of the newest messages (`next` loads older ones).

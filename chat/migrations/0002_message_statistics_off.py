@@ -1,4 +1,4 @@
-"""Planner statistics never hold message text (issue 13, finding 5).
+"""Planner statistics never hold message text.
 
 ANALYZE samples column values into pg_statistic (most common values,
 histogram bounds, most common tsvector elements), readable through pg_stats

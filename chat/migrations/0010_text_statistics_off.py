@@ -1,4 +1,4 @@
-"""Planner statistics never hold text: every text column and text expression index (issue 19, item 3).
+"""Planner statistics never hold text: every text column and text expression index.
 
 Migration 0002 did the message's content, search vector and embedding. ANALYZE
 also samples every other column that can hold text (imported keys, thread

@@ -1,4 +1,4 @@
-"""Tool steps through `/v1` (issue 22): a reply's tool calls, the client's results, the turn that answers them.
+"""Tool steps through `/v1`: a reply's tool calls, the client's results, the turn that answers them.
 
 `Message.tool_calls` and `Message.tool_call_id` hold the model's words (a
 call's name, arguments and id), so, like every text column (0010), they get

@@ -1,4 +1,4 @@
-"""A message's index is derived from its conversational context (issue 21, item 1; chat/index/context.py).
+"""A message's index is derived from its conversational context (chat/index/context.py).
 
 `search` stops being generated from `content`: the writer sets it, own words
 weighted 'A' and the context (speaker, date, the previous turn's first words)

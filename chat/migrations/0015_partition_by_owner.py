@@ -1,4 +1,4 @@
-"""Partition the per-owner chat tables by owner (issue 23): hash partitions of chat_message, chat_contextedge, chat_turn.
+"""Partition the per-owner chat tables by owner: hash partitions of chat_message, chat_contextedge, chat_turn.
 
 Every unique key gains `owner_id` first (PostgreSQL requires the partition
 key in each), Django's foreign keys to chat_message become

@@ -1,4 +1,4 @@
-"""Partition chat_thread by owner too (issue 23), as chat 0015 did the message tables.
+"""Partition chat_thread by owner too, as chat 0015 did the message tables.
 
 Its keys already name the owner but its primary key (`id`): the rebuild
 makes it `(owner_id, id)` in `settings.DELLM_PARTITIONS` hash partitions

@@ -1,4 +1,4 @@
-"""Fewer index writes per message row (issue 23): a removal's recompute rewrites every neighbour's row.
+"""Fewer index writes per message row: a removal's recompute rewrites every neighbour's row.
 
 A purge of 10,000 messages rewrites the 9,500 rows whose index held one of
 them (chat.writer.indexes), and an UPDATE that changes an indexed column

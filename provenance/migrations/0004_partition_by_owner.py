@@ -1,4 +1,4 @@
-"""Partition provenance_deletionrequest by owner (issue 23), as chat 0013 does the chat tables.
+"""Partition provenance_deletionrequest by owner, as chat 0013 does the chat tables.
 
 Nothing references a deletion by a foreign key (messages keep its id in a
 plain column), and its foreign keys point at the user table only, so its
