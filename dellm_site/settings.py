@@ -467,8 +467,8 @@ DELLM_GRAPH_MAX_EDGES = env_int("DELLM_GRAPH_MAX_EDGES", 25000)
 DELLM_MAX_EXPLANATION_PATHS = env_int("DELLM_MAX_EXPLANATION_PATHS", 500)
 # One dependent's path on demand (one recursive query): at most this many levels, and this many
 # messages walked on the way; a dependent past either answers 400 instead of walking on.
-DELLM_MAX_PATH_LENGTH = env_int("DELLM_MAX_PATH_LENGTH", 5000)
-DELLM_MAX_PATH_WALK = env_int("DELLM_MAX_PATH_WALK", 100_000)
+DELLM_MAX_PATH_LENGTH = env_int("DELLM_MAX_PATH_LENGTH", 3000)
+DELLM_MAX_PATH_WALK = env_int("DELLM_MAX_PATH_WALK", 10_000)
 # Where people open DeLLM: the base of the confirmation links the MCP server's `forget` answers over stdio
 # (over HTTP, the request's own host when it is one of ALLOWED_HOSTS).
 DELLM_PUBLIC_URL = env_str("DELLM_PUBLIC_URL", "http://127.0.0.1:8000")

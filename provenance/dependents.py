@@ -261,6 +261,8 @@ def dependent_path(*, owner: User, message_id: int, dependent_id: int, depth: in
     """
     if not Message.objects.filter(owner=owner, pk=message_id).exists():
         raise NotFound(f"No message with id {message_id}.")
+    if not 0 < dependent_id < 2**63:  # no message has such an id (and it is no bigint)
+        raise NotFound(f"Message {dependent_id} is not a dependent of message {message_id}.")
     bound = settings.DELLM_MAX_PATH_LENGTH if depth is None else min(depth, settings.DELLM_MAX_PATH_LENGTH)
     rows = _walk(
         owner_id=owner.pk, roots=[message_id], depth=bound, limit=settings.DELLM_MAX_PATH_WALK, target=dependent_id

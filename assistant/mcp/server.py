@@ -193,6 +193,9 @@ def _principal(user_id: int, token_key: str) -> AuthenticatedUser:
     return AuthenticatedUser(AccessToken(token="", client_id=f"dellm:{user_id}:{token_key}", scopes=[]))
 
 
+_SINGLE_HEADERS = (b"authorization", b"mcp-session-id", MCP_PROTOCOL_VERSION_HEADER.encode("ascii"))
+
+
 def _opens_a_session(scope: Scope, headers: dict[bytes, bytes]) -> bool:
     """A POST of the handshake era without a session id: the SDK opens a session for it.
 
@@ -238,7 +241,13 @@ class McpApp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = dict(scope.get("headers") or [])
+        pairs = scope.get("headers") or []
+        names = [name for name, _ in pairs]
+        if any(names.count(name) > 1 for name in _SINGLE_HEADERS):
+            # The SDK reads the first of a repeated header and a dict the last: one answer for both, none.
+            await _error(send, 400, "malformed_request", "Send each MCP header once.")
+            return
+        headers = dict(pairs)
         header = headers.get(b"authorization", b"")
         principal = await on_db_briefly(token_principal)(header) if header else None
         if principal is None:

@@ -235,7 +235,17 @@ def forget(
     else:
         selection = {"ids": _ids(ids, "ids", MAX_FORGET_IDS)}
         selector = None
-    deletion = deletion_preview(owner=user, actor=user, mode=str(mode), selector=selector, **selection)
+    # An agent reads no text through a preview: no redaction proposals (they quote the messages), and
+    # words never match a removed message (a match would say what it holds).
+    deletion = deletion_preview(
+        owner=user,
+        actor=user,
+        mode=str(mode),
+        selector=selector,
+        offer_redactions=False,
+        removed_by_words=False,
+        **selection,
+    )
     if confirm:
         throttle(user=user, scope="deletion_action")
         deletion = deletion_confirm(deletion_id=deletion.pk, owner_id=user.pk, confirmed_by=user)

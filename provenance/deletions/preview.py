@@ -150,6 +150,7 @@ def deletion_preview(
     selector: str | None = None,
     derived: str | None = None,
     offer_redactions: bool = True,
+    removed_by_words: bool | None = None,
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
@@ -168,6 +169,9 @@ def deletion_preview(
     A caller that shows no redaction (a `/v1` answer, a staff request) passes
     `offer_redactions=False` and spends nothing on them.
     """
+    # Words or meaning reach soft-deleted messages for a purge only when the owner asks in person
+    # (`removed_by_words`, default: the actor is the owner): staff and agents would learn what they say.
+    by_owner = actor.pk == owner.pk if removed_by_words is None else removed_by_words
     _validate_mode(mode)
     derived = validate_derived(derived)
     depth = _validate_depth(depth)
@@ -183,12 +187,10 @@ def deletion_preview(
     if kind == "ids":
         matched = _select_ids(owner=owner, ids=ids)
     elif kind == "exact":
-        matched = _select_exact(owner=owner, phrase=exact, mode=mode, by_owner=actor.pk == owner.pk)
+        matched = _select_exact(owner=owner, phrase=exact, mode=mode, by_owner=by_owner)
     else:
         threshold = _validate_threshold(threshold)
-        matched = _select_semantic(
-            owner=owner, query=semantic, threshold=threshold, mode=mode, by_owner=actor.pk == owner.pk
-        )
+        matched = _select_semantic(owner=owner, query=semantic, threshold=threshold, mode=mode, by_owner=by_owner)
     members = dep_ids(owner_id=owner.pk, roots=matched, depth=depth)
     paths = explanation_paths(owner_id=owner.pk, roots=matched, depth=depth)
     live_members = set(

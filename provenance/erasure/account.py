@@ -11,11 +11,10 @@ older snapshot held it back) and the scrub of the text indexes. What is left is 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from knox.models import AuthToken
-from psycopg import sql
 
-from chat.index.vectors import index_name, vector_indexes
 from chat.models import ImportJob, Message, Thread
 from chat.writer.account import account_rows_delete
+from core.db.locks import owner_lock
 from core.errors import NotFound, ValidationFailed
 from core.types import User
 from provenance.erasure.tasks import erasure_vacuum_task
@@ -36,23 +35,22 @@ def account_summary(*, owner: User) -> dict[str, int]:
 def account_erase(*, owner: User, actor: User, confirm: object) -> AccountErasure:
     """Erase `owner`'s account, asked by `actor` (the owner, or staff); `confirm` must be the owner's username.
 
-    Side effects, in order, in one transaction under the owner's lock: the owner's per-owner vector
-    indexes dropped; every row of the account deleted (`account_rows_delete`), its tokens with it; the
-    receipt written, with the transaction's id. On commit, the vacuum of the owner's partitions.
+    Side effects, in order, in one transaction under the owner's lock: every row of the account deleted
+    (`account_rows_delete`), its tokens with it; the receipt written, with the transaction's id. On
+    commit, the vacuum of the owner's partitions, which first drops the owner's per-owner vector indexes
+    (concurrently: other owners of the partition go on meanwhile).
     """
     if not isinstance(confirm, str) or confirm != owner.get_username():
         raise ValidationFailed("Type the account's username to confirm its erasure.", fields={"username": "mismatch"})
     owner_id = owner.pk
     with transaction.atomic():
+        # The owner's lock first, as every turn, import and deletion takes it: then the user's row.
+        owner_lock(owner_id)
         if not get_user_model().objects.select_for_update().filter(pk=owner_id).exists():
             raise NotFound("No such account.")
         tokens = AuthToken.objects.filter(user_id=owner_id).count()
+        counts = account_rows_delete(owner_id=owner_id)
         with connection.cursor() as cursor:
-            for index in vector_indexes():
-                if index.owner_id == owner_id:
-                    name = index_name(index.owner_id, index.model, index.dim)
-                    cursor.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
-            counts = account_rows_delete(owner_id=owner_id)
             cursor.execute("SELECT pg_current_xact_id()::text::bigint")
             xid = int(cursor.fetchone()[0])
         erasure = AccountErasure.objects.create(

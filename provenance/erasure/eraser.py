@@ -31,6 +31,7 @@ same parts with VACUUM FULL, removing the bytes VACUUM leaves in free space."""
 import logging
 from collections.abc import Iterable
 
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
@@ -125,7 +126,15 @@ def vacuum(*, owner_id: int) -> tuple[list[str], int]:
     tables = _owner_tables([owner_id])
     horizon = snapshot_horizon()
     with connection.cursor() as cursor:
-        cursor.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.SQL(", ").join(map(sql.Identifier, tables))))
+        if not get_user_model().objects.filter(pk=owner_id).exists():
+            # An erased account's per-owner vector indexes (their centroids are means of its vectors).
+            for index in vector_indexes():
+                if index.owner_id == owner_id:
+                    name = index_name(index.owner_id, index.model, index.dim)
+                    cursor.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        # INDEX_CLEANUP ON: the table indexes lose the purged versions' entries whatever VACUUM would judge.
+        relations = sql.SQL(", ").join(map(sql.Identifier, tables))
+        cursor.execute(sql.SQL("VACUUM (ANALYZE, INDEX_CLEANUP ON) {}").format(relations))
     waiting = 0
     for model in (DeletionRequest, AccountErasure):
         pending = model.objects.filter(owner_id=owner_id, purge_xid__isnull=False, erased_at__isnull=True)

@@ -103,3 +103,5 @@ def test_one_dependent_s_path_is_one_walk_whatever_its_length(api, owner, settin
     assert api.get(f"/api/messages/{ids[1]}/dependents/{ids[1000]}/").json()["path"] == [
         ids[seq] for seq in range(1, 1001)
     ]
+    # An id past PostgreSQL's bigint is no message of anyone's: 404, not a 500.
+    assert api.get(f"/api/messages/{ids[1]}/dependents/{10**20}/").status_code == 404

@@ -29,7 +29,7 @@ from chat.imports.formats.base import (
     ParseResult,
 )
 from chat.imports.formats.schema import SKIP, union
-from chat.imports.formats.stream import NotJSON, TextBudget, build, drain, events, strings_capped
+from chat.imports.formats.stream import NotJSON, TextBudget, build, drain, drain_bounded, events, strings_capped
 
 FORMATS = ("chatgpt", "claude", "dellm", "jsonl")
 # What the web request reads of the (unpacked) text to tell the format.
@@ -316,12 +316,12 @@ def _whole_syntax(payload: Payload, format: str, limits: Limits) -> str:
         for number, line in enumerate(lines(payload, limits), start=1):
             if line.strip():
                 try:
-                    drain(events([line.encode()]))
+                    drain_bounded(events([line.encode()]))
                 except NotJSON:
                     raise ImportFormatError(f"Line {number} is not JSON: {CUT_SHORT}", field="file") from None
         return format
     try:
-        drain(events(strings_capped(payload.chunks())))
+        drain_bounded(events(strings_capped(payload.chunks())))
     except NotJSON:
         raise ImportFormatError(CUT_SHORT, field="file") from None
     return format

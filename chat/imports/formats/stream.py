@@ -188,6 +188,18 @@ def _too_deep() -> ImportFormatError:
     return ImportFormatError(f"The file nests deeper than {MAX_DEPTH} levels.", field="file")
 
 
+def drain_bounded(it: Iterator[tuple[str, Any]]) -> None:
+    """Read to the end, as `drain`, refusing past MAX_DEPTH levels of nesting (a zip of `[` unpacks fast)."""
+    depth = 0
+    for event, _ in it:
+        if event == "start_map" or event == "start_array":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _too_deep()
+        elif event == "end_map" or event == "end_array":
+            depth -= 1
+
+
 def skip(it: Iterator[tuple[str, Any]], depth: int) -> bool:
     """Read past a container just opened at `depth`, building nothing; whether it was empty."""
     level = 1

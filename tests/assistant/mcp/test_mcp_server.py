@@ -290,3 +290,19 @@ def test_mcp_session_creation_is_rate_limited_per_user(asgi_server, owner):
         for _ in range(4)
     ]
     assert answers == [200, 200, 200, 429]
+
+
+def test_a_repeated_mcp_header_is_refused_before_the_session_cap_could_be_bypassed(asgi_server, owner):
+    server = asgi_server(env={"DELLM_MCP_SESSIONS_PER_USER": "1"})
+    token = agent_token_create(owner=owner, name="tricky")[1]
+    url = f"{server.url}/mcp"
+    assert httpx.post(url, json=HANDSHAKE, headers=_headers(token), timeout=30).status_code == 200
+    # The SDK reads the first of these, a dict the last: a session the cap would not have counted.
+    twice = [
+        *_headers(token).items(),
+        ("mcp-protocol-version", "2025-06-18"),
+        ("mcp-protocol-version", "2099-01-01"),
+    ]
+    refused = httpx.post(url, json=HANDSHAKE, headers=twice, timeout=30)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "malformed_request")
+    assert httpx.post(url, json=HANDSHAKE, headers=_headers(token), timeout=30).status_code == 429

@@ -322,3 +322,18 @@ def test_a_read_older_than_the_window_is_no_source_and_a_removed_one_refuses_the
         _remember(owner, "Alice works at the Paris observatory")
     assert refused.value.fields == {"read": str(paris.pk)}
     assert Message.objects.count() == before
+
+
+def test_an_agent_s_forget_shows_no_text_and_matches_no_removed_message(owner, thread):
+    live = make_message(thread, "I live in Lyon. My locker code is 918273.")
+    hidden = make_message(thread, "Lyon was lovely in May")
+    soft = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[hidden.pk])
+    deletion_confirm(deletion_id=soft.pk, owner_id=owner.pk, confirmed_by=owner)
+    answer = tools.forget(user=owner, client=CLIENT, base_url="http://x", request='forget "Lyon"', mode="purge")
+    # The live message matches; the soft-deleted one would for its owner in person, never for an agent.
+    assert answer["deletion"]["matched"] == [live.pk]
+    # No redaction proposal: it would quote the rest of the message ("My locker code is 918273.").
+    assert answer["deletion"]["redactions"] == []
+    assert "918273" not in str(answer)
+    own = deletion_preview(owner=owner, actor=owner, mode="purge", exact="Lyon")
+    assert sorted(own.matched_ids) == sorted([live.pk, hidden.pk])

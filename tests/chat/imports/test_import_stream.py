@@ -268,6 +268,18 @@ def test_the_web_request_refuses_a_file_cut_short_and_stores_nothing(api, owner,
     assert (ImportJob.objects.count(), ImportUpload.objects.count()) == (0, 0)
 
 
+def test_the_syntax_pass_stops_at_the_nesting_limit_of_the_parse(api, owner):
+    # A small zip of brackets unpacks to deep nesting; the pass refuses it where the parse would.
+    nested = b"[" * 200_000
+    response = api.post(
+        "/api/imports/", {"file": SimpleUploadedFile("e.zip", _zip({"conversations.json": nested}))}, format="multipart"
+    )
+    assert (response.status_code, response.json()["error"]["message"]) == (
+        400,
+        f"The file nests deeper than {stream.MAX_DEPTH} levels.",
+    )
+
+
 def test_the_syntax_pass_reads_the_whole_file_in_bounded_memory():
     data = bloated_chatgpt(conversations=60, messages=10, metadata=300)
     whole = data.rstrip()[:-1]  # the last bracket gone: only the end of the file shows it
