@@ -402,12 +402,12 @@ def test_dellm_edges_keep_their_signal_and_scores_become_floats():
         (
             {"signal": "telepathy"},
             "edges[0].signal",
-            "must be one of agent, both, lexical, system, tool, transcript, vector or empty",
+            "must be one of agent, both, lexical, read, system, tool, transcript, vector or empty",
         ),
         (
             {"signal": 3},
             "edges[0].signal",
-            "must be one of agent, both, lexical, system, tool, transcript, vector or empty",
+            "must be one of agent, both, lexical, read, system, tool, transcript, vector or empty",
         ),
         ({"score": "high"}, "edges[0].score", "is not a number"),
         ({"score": True}, "edges[0].score", "is not a number"),
