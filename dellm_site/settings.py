@@ -465,10 +465,11 @@ DELLM_GRAPH_MAX_NODES = env_int("DELLM_GRAPH_MAX_NODES", 5000)
 DELLM_GRAPH_MAX_EDGES = env_int("DELLM_GRAPH_MAX_EDGES", 25000)
 # Explanation paths in a preview or a dependents answer, the nearest first.
 DELLM_MAX_EXPLANATION_PATHS = env_int("DELLM_MAX_EXPLANATION_PATHS", 500)
-# One dependent's path on demand (one recursive query): at most this many levels, and this many
-# messages walked on the way; a dependent past either answers 400 instead of walking on.
+# One dependent's path (one recursive query): levels and messages walked at most; past either, a 400.
 DELLM_MAX_PATH_LENGTH = env_int("DELLM_MAX_PATH_LENGTH", 3000)
 DELLM_MAX_PATH_WALK = env_int("DELLM_MAX_PATH_WALK", 10_000)
+# Receipt threads at once per web process (a connection each; past it a confirm verifies in its request).
+DELLM_VERIFY_THREADS = env_int("DELLM_VERIFY_THREADS", max(1, DELLM_DB_POOL_MAX // 4))
 # Where people open DeLLM: the base of the confirmation links the MCP server's `forget` answers over stdio
 # (over HTTP, the request's own host when it is one of ALLOWED_HOSTS).
 DELLM_PUBLIC_URL = env_str("DELLM_PUBLIC_URL", "http://127.0.0.1:8000")

@@ -192,6 +192,34 @@ def forget_probe(*, owner_id: int, message_ids: set[int], roots: list[int]) -> F
 HANDOFF_WAIT_S = 5.0
 
 
+class _Slots:
+    """Verifying threads running in this process, at most DELLM_VERIFY_THREADS at once.
+
+    Each holds a pooled connection of its own beside its request's, and waits for the owner's lock:
+    unbounded, a burst of confirms took every connection of the pool while their requests waited for
+    threads that waited for a connection, and the requests behind them got 503s. Past the bound a
+    deletion reads its probe and writes its receipt in its own request, as before the handoff.
+    """
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self.busy = 0
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.busy >= settings.DELLM_VERIFY_THREADS:
+                return False
+            self.busy += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+
+_SLOTS = _Slots()
+
+
 class _Handoff:
     """Who reads the probe: the verifying thread, once it holds the snapshot, or the deletion, if it gave up first."""
 
@@ -231,11 +259,17 @@ def probe_handoff(
     HANDOFF_WAIT_S, the probe is read here and returned, as before. The probe
     stays in the thread's memory, never stored or sent.
     """
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_export_snapshot()")
-        snapshot = cursor.fetchone()[0]
-    handoff = _Handoff()
     members = set(message_ids)
+    if not _SLOTS.take():
+        return forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+    except Exception:
+        _SLOTS.give_back()
+        raise
+    handoff = _Handoff()
 
     def run() -> None:
         taken = False
@@ -259,10 +293,13 @@ def probe_handoff(
                 logger.warning("deletion %s: the verifying thread could not take the snapshot", deletion_id)
         finally:
             connection.close()
+            if taken:
+                _SLOTS.give_back()  # the thread's once it took over; the deletion's otherwise
 
     Thread(target=run, name=f"verify-deletion-{deletion_id}").start()
     if handoff.wait(HANDOFF_WAIT_S):
         return None
+    _SLOTS.give_back()
     return forget_probe(owner_id=owner_id, message_ids=members, roots=roots)
 
 

@@ -364,6 +364,7 @@ def test_without_a_verifying_thread_the_request_verifies(monkeypatch):
     deletion = deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner, verify_later=True)
     assert deletion.status == "executed"
     assert deletion.receipt["passed"] is True and deletion.receipt["checks"]["forget"]["probes"] == 2
+    assert receipts._SLOTS.busy == 0  # the deletion gave back the slot its thread never took
 
 
 @pytest.mark.django_db(transaction=True)
@@ -425,3 +426,24 @@ def test_a_receipt_whose_verifying_thread_stopped_is_written_late_and_fails_the_
     assert done.wait(30)
     assert DeletionRequest.objects.get(pk=preview.pk).receipt == deletion.receipt
     assert receipts.deletions_unverified_sweep(now=later) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_past_the_verifying_threads_bound_a_confirm_writes_its_receipt_itself(gate, settings):
+    # Each verifying thread holds a connection beside its request: unbounded, a burst of confirms emptied the pool.
+    settings.DELLM_VERIFY_THREADS = 1
+    # Verifying threads of earlier tests finish first (each gives its slot back as it ends).
+    assert wait_for(lambda: receipts._SLOTS.busy == 0)
+    release, done = gate
+    first, second = make_user(), make_user()
+    previews = []
+    for owner in (first, second):
+        fact, _ = _chain(owner)
+        previews.append(deletion_preview(owner=owner, actor=owner, mode="purge", ids=[fact.pk]))
+    held = client_for(first).post(f"/api/deletions/{previews[0].pk}/confirm/").json()
+    assert (held["verifying"], held["receipt"]) == (True, None)  # its thread holds the one slot
+    inline = client_for(second).post(f"/api/deletions/{previews[1].pk}/confirm/").json()
+    assert (inline["verifying"], inline["status"], inline["receipt"]["passed"]) == (False, "executed", True)
+    release.set()
+    assert done.wait(30)
+    assert wait_for(lambda: DeletionRequest.objects.get(pk=previews[0].pk).receipt is not None)
