@@ -547,9 +547,11 @@ class ProcessSampler:
 class _Http:
     """One client's HTTP session that counts every response by status class; a 429 waits out its Retry-After."""
 
-    def __init__(self, port: int, counts: Counter[str], lock: threading.Lock, deadline: float):
+    def __init__(self, port: int, counts: Counter[str], lock: threading.Lock, deadline: float, *, retry: bool = True):
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
         self.counts, self.lock, self.deadline = counts, lock, deadline
+        # False: a client that never comes back after Retry-After (the burst): a 429 or 503 is its answer.
+        self.retry = retry
 
     def _count(self, method: str, path: str, status: int) -> None:
         route = "/".join(part if not part.isdigit() else "{id}" for part in path.split("?")[0].split("/"))
@@ -566,7 +568,7 @@ class _Http:
                 self.counts[f"transport {type(exc).__name__} {method}"] += 1
             raise
         self._count(method, path, response.status_code)
-        if response.status_code in (429, 503):  # the contract: come back after Retry-After
+        if self.retry and response.status_code in (429, 503):  # the contract: come back after Retry-After
             self.pause(float(response.headers.get("Retry-After") or 1))
         return response
 
@@ -976,4 +978,91 @@ def soak_bench(
         "db_connections_budget": budgets,
         "log_findings": findings,
         "logs": str(folder) if logs else None,
+    }
+
+
+def _burst_user(soak: _Soak, username: str, password: str, start: threading.Barrier, messages: int) -> None:
+    """Sign in the moment every user is ready, send `messages` as fast as the replies come, then preview,
+    confirm and undo a deletion; never paced, never retried."""
+    http = _Http(soak.port, soak.counts, soak.lock, soak.deadline, retry=False)
+    try:
+        start.wait()
+        response = http.call("POST", "/api/auth/token/", {"username": username, "password": password})
+        if response.status_code != 200:
+            soak.tally(f"sign-in {response.status_code}")
+            return
+        http.client.headers["Authorization"] = f"Token {response.json()['token']}"
+        created = http.call("POST", "/api/threads/", {"title": "burst"})
+        if created.status_code != 201:
+            return
+        thread = created.json()["id"]
+        for n in range(messages):
+            posted = http.call(
+                "POST", f"/api/threads/{thread}/messages/", {"content": f"Burst message {n}: I like tea."}
+            )
+            if posted.status_code != 202:
+                continue
+            turn = posted.json()["turn"]["id"]
+            outcome = http.events(f"/api/turns/{turn}/events/", ("reply", "failed"))
+            soak.turns[turn] = {"reply": "done"}.get(outcome or "", outcome or "unfinished")
+        listed = http.call("GET", "/api/messages/?page_size=5")
+        live = listed.json().get("results", []) if listed.status_code == 200 else []
+        if not live:
+            return
+        preview = http.call("POST", "/api/deletions/", {"select": {"ids": [live[0]["id"]]}, "mode": "soft"})
+        if preview.status_code == 201:
+            deletion = preview.json()["id"]
+            confirmed = http.call("POST", f"/api/deletions/{deletion}/confirm/")
+            if confirmed.status_code == 200:
+                http.call("POST", f"/api/deletions/{deletion}/undo/")
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        with soak.lock:
+            soak.errors[type(exc).__name__] += 1
+    finally:
+        http.close()
+
+
+def burst_bench(*, users: int, messages: int = 8, env: dict[str, str] | None = None, logs: Path | None = None) -> dict:
+    """`users` arriving at once on a cold `make run` stack, with no pacing and no retry after Retry-After.
+
+    The stack (web, worker, beat from the Procfile) starts for this run and the users begin the moment it
+    answers: each signs in, sends `messages` as fast as the replies come, then previews, confirms and undoes a
+    deletion. Every answer counts; the target is no 5xx at all (docs/SECURITY.md, "Bounded work").
+    """
+    env = {"DELLM_AUTH_RATE": "1000000/min", **(env or {})}
+    tag = f"burst-{uuid.uuid4().hex[:6]}"
+    password = uuid.uuid4().hex
+    owners = [get_user_model().objects.create_user(username=f"{USER_PREFIX}{tag}-{i}") for i in range(users)]
+    get_user_model().objects.filter(pk__in=[user.pk for user in owners]).update(password=make_password(password))
+    folder = logs or Path(tempfile.mkdtemp(prefix="dellm-bench-burst-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    _raise_fd_limit()
+    try:
+        with _stack(env=env, folder=folder) as (port, _):
+            soak = _Soak(port, time.monotonic() + 600, {})
+            start = threading.Barrier(users)
+            clients = [
+                threading.Thread(target=_burst_user, args=(soak, owner.username, password, start, messages))
+                for owner in owners
+            ]
+            started = time.monotonic()
+            for client in clients:
+                client.start()
+            for client in clients:
+                client.join()
+            seconds = time.monotonic() - started
+    finally:
+        load_users_delete()
+    statuses = {key: count for key, count in soak.counts.items() if key.isdigit()}
+    return {
+        "users": users,
+        "messages": messages,
+        "seconds": seconds,
+        "requests": sum(statuses.values()),
+        "statuses": dict(sorted(statuses.items())),
+        "server_errors": sum(count for status, count in statuses.items() if int(status) >= 500),
+        "refused": {key: count for key, count in sorted(soak.counts.items()) if not key.isdigit()},
+        "turns": dict(Counter(soak.turns.values())),
+        "client_errors": dict(soak.errors),
+        "logs": str(folder),
     }

@@ -367,6 +367,17 @@ def _load_targets(results: dict) -> list[tuple[str, str, bool | None]]:
     soak = results.get("soak")
     if soak:
         out.append(_soak_target(soak))
+    burst = results.get("burst")
+    if burst:
+        out.append(
+            (
+                f"Burst: {burst['users']} users at once on a cold `make run` stack, {burst['messages']} messages each "
+                "then a deletion confirmed and undone, no pacing, no retry: no 5xx",
+                f"{burst['server_errors']} 5xx in {burst['requests']:,} requests in {burst['seconds']:.0f} s; "
+                + ", ".join(f"{status}: {count}" for status, count in burst["statuses"].items()),
+                burst["server_errors"] == 0,
+            )
+        )
     return out
 
 

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 from django.contrib.auth import get_user_model
 
-from lab.bench.load import USER_PREFIX, soak_bench, streams_bench
+from lab.bench.load import USER_PREFIX, burst_bench, soak_bench, streams_bench
 from lab.bench.report import report_write
 
 pytestmark = pytest.mark.worker
@@ -60,3 +60,14 @@ def test_soak_bench_runs_the_procfile_stack_to_the_end_of_every_turn_and_import(
     assert "| Soak of the `make run` stack, 3 users chatting, importing, deleting and undoing with 5 streams" in report
     assert "## 8. Soak: the `make run` stack under a mix of users" in report
     assert "soak_memory.png" in paths
+
+
+def test_burst_bench_meets_a_cold_stack_with_every_user_at_once(transactional_db, tmp_path):
+    result = burst_bench(users=3, messages=2, logs=tmp_path)
+
+    assert result["server_errors"] == 0, result
+    assert result["client_errors"] == {}
+    assert result["turns"] == {"done": 6}
+    # Sign-in, thread, two messages (post, stream), the list, the preview, its confirm and its undo, for each.
+    assert result["statuses"]["200"] >= 3 * 4 and result["statuses"]["202"] == 6
+    assert not get_user_model().objects.filter(username__startswith=USER_PREFIX).exists()

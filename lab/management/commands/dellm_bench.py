@@ -18,7 +18,7 @@ from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
 from lab.bench.live import graph_page_bench, graph_page_missing, throughput_bench
-from lab.bench.load import soak_bench, streams_bench
+from lab.bench.load import burst_bench, soak_bench, streams_bench
 from lab.bench.measure import (
     bench_users,
     dep_bench,
@@ -42,6 +42,7 @@ PARTS = (
     "graph",
     "streams",
     "soak",
+    "burst",
     "import",
     "import_taint",
     "thread_page",
@@ -57,6 +58,7 @@ PARTS = (
 SELF_CONTAINED = {
     "streams",
     "soak",
+    "burst",
     "import",
     "import_taint",
     "thread_page",
@@ -245,6 +247,8 @@ class Command(BaseCommand):
                 logs=Path(options["out"]) / "soak-logs",
                 seed=options["seed"],
             )
+        if part == "burst":
+            return burst_bench(users=options["soak_users"], logs=Path(options["out"]) / "burst-logs")
         if part == "dep":
             return dep_bench(
                 users=users, per_bucket=options["samples"], http_per_bucket=options["samples"] // 2, rng=rng
