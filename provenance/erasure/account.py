@@ -9,7 +9,7 @@ older snapshot held it back) and the scrub of the text indexes. What is left is 
 """
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 from knox.models import AuthToken
 
 from chat.models import ImportJob, Message, Thread
@@ -17,6 +17,7 @@ from chat.writer.account import account_rows_delete
 from core.db.locks import owner_lock
 from core.errors import NotFound, ValidationFailed
 from core.types import User
+from provenance.erasure.eraser import transaction_xid
 from provenance.erasure.tasks import erasure_vacuum_task
 from provenance.models import AccountErasure, DeletionRequest
 
@@ -50,14 +51,11 @@ def account_erase(*, owner: User, actor: User, confirm: object) -> AccountErasur
             raise NotFound("No such account.")
         tokens = AuthToken.objects.filter(user_id=owner_id).count()
         counts = account_rows_delete(owner_id=owner_id)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_current_xact_id()::text::bigint")
-            xid = int(cursor.fetchone()[0])
         erasure = AccountErasure.objects.create(
             owner_id=owner_id,
             actor_id=None if actor.pk == owner_id else actor.pk,
             counts={**counts, "tokens": tokens},
-            purge_xid=xid,
+            purge_xid=transaction_xid(),
         )
         transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))
     return erasure

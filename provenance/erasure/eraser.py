@@ -72,6 +72,11 @@ def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int |
             done["uploads"],
         )
     transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))
+    return transaction_xid()
+
+
+def transaction_xid() -> int:
+    """The open transaction's id (xid8): a purge's row versions go once every snapshot is newer than it."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_current_xact_id()::text::bigint")
         return int(cursor.fetchone()[0])
