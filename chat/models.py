@@ -92,6 +92,10 @@ class Message(OwnerPartitioned):
         # message (embedded, retrieved), with an `agent` edge from each memory
         # the agent said it used, so it leaves with them (assistant/mcp/tools.py).
         NOTE = "note"
+        # A fact about the user distilled from their own words (chat/facts/): a
+        # derived node with a `fact` edge from each message it was drawn from,
+        # stored in the owner's facts thread, retrieved like memory.
+        FACT = "fact"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -320,6 +324,8 @@ class ContextEdge(OwnerPartitioned):
         # `target` is an agent's note (role `note`) and `source` a memory the
         # agent said it used (`remember(derived_from=...)`).
         AGENT = "agent"
+        # `target` is a fact (role `fact`) and `source` a message of the user's it was drawn from.
+        FACT = "fact"
 
     # Which signal brought `source` into the context; blank for the user
     # message itself and for contexts taken by position (window, full).
@@ -426,3 +432,50 @@ class AgentAccess(models.Model):
 
     def __str__(self) -> str:
         return f"Agent access of user {self.owner_id}"
+
+
+class Fact(models.Model):
+    """What a fact node (a `fact` message) is about: its subject and the user's decision. Never text.
+
+    The fact's words are the message's `content` (erased like any message's);
+    `subject` is one of the closed list `chat.facts.subjects.SUBJECTS`, never
+    the user's words. Newer facts of a single-valued subject supersede older
+    ones (chat/facts/supersession.py), computed from what is live, so
+    forgetting the newer one reinstates the older.
+    """
+
+    class Decision(models.TextChoices):
+        NONE = ""
+        APPROVED = "approved"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The fact's message id (no foreign key to the partitioned table, like `Message.deleted_by_id`).
+    message_id = models.BigIntegerField(unique=True)
+    subject = models.CharField(max_length=16)
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True, default="")
+    # Which extractor drew it: "rules" (offline) or "model".
+    extractor = models.CharField(max_length=16, default="rules")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "subject"], name="fact_owner_subject")]
+
+    def __str__(self) -> str:
+        return f"Fact {self.message_id} ({self.subject})"
+
+
+class FactDecline(models.Model):
+    """A fact the user declined: never drawn again from `source_id` for `subject`. Ids only."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    source_id = models.BigIntegerField()
+    subject = models.CharField(max_length=16)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "source_id", "subject"], name="factdecline_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Declined {self.subject} from {self.source_id}"
