@@ -40,6 +40,8 @@ class ContextItem:
     # When it was said (`Message.said_at`: the source's time for an import,
     # the server's otherwise); None only for an item built without a row.
     said_at: datetime | None = None
+    # A fact (role `fact`): the ids of the messages it was drawn from, which it stands for.
+    sources: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ class OwnerPartitioned(models.Model):
 class Thread(OwnerPartitioned):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
     title = models.CharField(max_length=200, blank=True, default="")
+    # A derived title's sources: the user messages it was drawn from (chat/titles.py), so a deletion of one
+    # draws it again from what survives. Empty: the title is the user's own, an import's, or none.
+    title_sources = ArrayField(models.BigIntegerField(), default=list, db_default="{}", blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # An imported conversation: the tool it came from and its id there, so a
@@ -479,3 +482,21 @@ class FactDecline(models.Model):
 
     def __str__(self) -> str:
         return f"Declined {self.subject} from {self.source_id}"
+
+
+class FactCursor(models.Model):
+    """How far the owner's messages were read for facts: every user message up to `seq` was (chat/facts/extract.py).
+
+    `failed`: the ids of messages whose extraction failed for good (the model's answer malformed twice, or the
+    call failed), newest last, at most FAILED_KEPT; never text.
+    """
+
+    FAILED_KEPT = 1000
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    seq = models.PositiveBigIntegerField(default=0)
+    failed = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Facts of user {self.owner_id} read to #{self.seq}"

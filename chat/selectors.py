@@ -6,6 +6,7 @@ from django.db.models import F, Prefetch, Q, QuerySet, prefetch_related_objects
 from django.db.models.functions import Coalesce
 
 from chat.models import INDEX_FIELDS, LIVE_STATUSES, ContextEdge, Message, Thread, Turn
+from chat.subjects import FACTS_SOURCE, FACTS_SOURCE_ID
 from core.errors import NotFound, ValidationFailed
 from core.types import User
 
@@ -19,7 +20,9 @@ MESSAGE_STATUS_FILTERS = ("active", "deleted", "purged", "expiring", "all")
 
 
 def thread_list(*, owner: User) -> QuerySet[Thread]:
-    return Thread.objects.filter(owner=owner).order_by("-updated_at", "-id")
+    """The owner's conversations, newest first (not the facts thread: its facts are on the profile page)."""
+    facts = Thread.objects.filter(owner=owner, source=FACTS_SOURCE, source_id=FACTS_SOURCE_ID)
+    return Thread.objects.filter(owner=owner).exclude(pk__in=facts.values("pk")).order_by("-updated_at", "-id")
 
 
 def thread_get(*, owner: User, thread_id: int) -> Thread:

@@ -13,6 +13,7 @@ TASK_PACKAGES = [
     "chat.turns",
     "chat.index",
     "chat.imports",
+    "chat.facts",
     "provenance.deletions",
     "provenance.erasure",
     "provenance.regeneration",

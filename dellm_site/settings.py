@@ -14,8 +14,7 @@ from dellm_site.keys import persistent_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# Secure by default: development (debug pages, the demo user) only when asked
-# for; `make run` asks, and every page then says so.
+# Secure by default: development (debug pages, the demo user) only when asked for (`make run` asks, pages say so).
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # Without a configured key, a random one made once and kept in the data directory.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY") or persistent_secret_key(embedded.data_dir())
@@ -313,8 +312,7 @@ DELLM_TURN_MAX_ATTEMPTS = env_int("DELLM_TURN_MAX_ATTEMPTS", 3)
 # task: retried with backoff DELLM_DB_RETRY_BACKOFF * 2**n seconds (jittered, at most 60).
 DELLM_DB_MAX_RETRIES = env_int("DELLM_DB_MAX_RETRIES", 5)
 DELLM_DB_RETRY_BACKOFF = env_float("DELLM_DB_RETRY_BACKOFF", 1.0)
-# Transient LLM/embedding faults (timeouts, 429, 5xx): retried with
-# exponential backoff base * 2**n, at most this many times, then the turn fails.
+# Transient LLM/embedding faults (timeouts, 429, 5xx): retried with backoff base * 2**n, this many times at most.
 DELLM_RETRY_BACKOFF = env_float("DELLM_RETRY_BACKOFF", 2.0)
 DELLM_LLM_MAX_RETRIES = env_int("DELLM_LLM_MAX_RETRIES", 5)
 # How long one Server-Sent Events stream for a turn may stay open.
@@ -493,6 +491,9 @@ SPECTACULAR_SETTINGS = {
         "SelectorEnum": "provenance.models.DeletionRequest.Selector",
     },
 }
+
+# Distilled memory: facts and thread titles (chat/facts/, chat/titles.py).
+from dellm_site.settings_memory import *  # noqa: E402, F403
 
 # Logs carry ids, never message text (I3): one handler, always filtered (core/logs.py).
 LOGGING = logging_config(level=env_str("DELLM_LOG_LEVEL", "INFO"))

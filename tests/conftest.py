@@ -66,6 +66,12 @@ def thread(owner):
 
 
 @pytest.fixture
+def facts_on(settings):
+    """Facts drawn from the user's words, as in the product (tests/settings.py turns them off elsewhere)."""
+    settings.DELLM_FACTS = True
+
+
+@pytest.fixture
 def openai_server(settings):
     """A local OpenAI-compatible server that the real `openai` client talks to."""
     with FakeOpenAI(default_text="Paris, as you said.") as server:

@@ -14,13 +14,17 @@ def import_run_task(*, job_id: int) -> None:
     Takes the job id only: the file waits in the database (chat.ImportUpload)
     and the service deletes it when the job ends.
     """
+    from chat.facts.tasks import facts_extract_soon
     from chat.imports.jobs import import_job_run
     from chat.imports.stream import import_publish
 
     try:
-        import_job_run(job_id=job_id, on_progress=lambda job: import_publish(job.pk))
+        job = import_job_run(job_id=job_id, on_progress=lambda job: import_publish(job.pk))
     finally:
         import_publish(job_id)
+    if job is not None and job.messages_imported:
+        # The imported user messages are read for facts in bounded passes (`GET /api/facts/progress/`).
+        facts_extract_soon(owner_id=job.owner_id)
 
 
 @shared_task(name="chat.imports_sweep")

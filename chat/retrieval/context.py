@@ -8,6 +8,7 @@ from chat.index.embeddings import embed_one
 from chat.index.vectors import embedding_cast, vector_literal, vector_query_cursor
 from chat.llm import ContextItem
 from chat.models import INDEX_FIELDS, LIVE_STATUSES, SAID_AT_SQL, Message
+from chat.retrieval.facts import facts_choose
 from chat.retrieval.fused import hybrid_retrieve
 from chat.retrieval.neighbours import NEIGHBOURS, neighbours_add
 
@@ -85,20 +86,22 @@ def context_retrieve(
     question's own embedding model, so while `manage.py reembed` switches
     models the two kinds are never mixed in one ranking. `neighbours`
     (default `chat.retrieval.neighbours.NEIGHBOURS`) shares the k slots of a relevance
-    policy between matches and the turns next to them (`neighbours_add`).
+    policy between matches and the turns next to them (`neighbours_add`). Facts found
+    compete for the same slots; the current fact of a subject stands for a superseded one
+    (`chat.retrieval.facts.facts_choose`).
     """
     items = _matches(
         message=message, policy=policy, k=k, threshold=threshold, window=window, lexical_floor=lexical_floor
     )
-    if policy not in ("relevant", "lexical", "vector"):
-        return items
-    return neighbours_add(
-        owner_id=message.owner_id,
-        items=items,
-        k=k,
-        exclude_id=message.id,
-        mode=NEIGHBOURS if neighbours is None else neighbours,
-    )
+    if policy in ("relevant", "lexical", "vector"):
+        items = neighbours_add(
+            owner_id=message.owner_id,
+            items=items,
+            k=k,
+            exclude_id=message.id,
+            mode=NEIGHBOURS if neighbours is None else neighbours,
+        )
+    return facts_choose(owner_id=message.owner_id, items=items)
 
 
 def _matches(
@@ -177,5 +180,6 @@ def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem
         model=settings.DELLM_EMBEDDING_MODEL,
         dim=0 if vector is None else len(vector),
     )
+    items = facts_choose(owner_id=owner_id, items=items)
     rows = Message.objects.filter(owner_id=owner_id).defer(*INDEX_FIELDS).in_bulk([item.id for item in items])
     return [(item, rows[item.id]) for item in items if item.id in rows]

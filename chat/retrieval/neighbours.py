@@ -96,7 +96,8 @@ def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_i
         raise ValueError(f"Unknown neighbours mode {mode!r}; use one of {', '.join(NEIGHBOUR_MODES)}.")
     # Only the matches whose neighbours may be taken are looked up: in mode
     # `question`, the questions (often none, and then nothing is read).
-    asking = [item.id for item in items if mode != "question" or is_question(item.content)]
+    # A fact (its own thread, in no conversation) has no neighbours.
+    asking = [item.id for item in items if item.role != "fact" and (mode != "question" or is_question(item.content))]
     if not asking:
         return items
     params: dict[str, Any] = {"ids": asking, "owner": owner_id, "live": LIVE, "system": SYSTEM, "tool": TOOL}
@@ -115,7 +116,7 @@ def neighbours_add(*, owner_id: int, items: list[ContextItem], k: int, exclude_i
             break
         # A match taken earlier as a neighbour keeps its place, and its signal.
         chosen[item.id] = item
-        if mode == "fill" or (mode == "question" and not is_question(item.content)):
+        if mode == "fill" or item.id not in asking:
             continue
         for direction in (1, *directions):
             neighbour = found.get((item.id, direction))

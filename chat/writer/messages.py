@@ -183,6 +183,7 @@ def message_store(
     replaces: int | None = None,
     place: int | None = None,
     tool_calls: list[dict[str, str]] | None = None,
+    said_at: datetime | None = None,
 ) -> Message:
     """Store one message with the owner's next sequence number, and an edge from each of `sources`.
 
@@ -190,10 +191,16 @@ def message_store(
     if any source is not a live message of the owner (rule 1). A rewrite
     (regenerated reply, redacted message) names the message it `replaces` and
     the `place` it is shown at. A reply in which the model called tools
-    carries its `tool_calls`. Touches the thread's `updated_at`.
+    carries its `tool_calls`. A fact is dated when its sources were said (`said_at`). Touches the thread's
+    `updated_at`.
     """
     supplied = Supplied(
-        role=role, content=content, embedding=embedding, embedding_model=embedding_model, tool_calls=tool_calls
+        role=role,
+        content=content,
+        embedding=embedding,
+        embedding_model=embedding_model,
+        tool_calls=tool_calls,
+        source_created_at=said_at,
     )
     message = _row(owner_id=owner_id, thread_id=thread_id, seq=0, supplied=supplied)
     message.replaces, message.place = replaces, place
@@ -219,6 +226,23 @@ def message_store(
     if missing:
         raise SourcesRemoved(missing)
     return message
+
+
+def edges_add(*, owner_id: int, target_id: int, sources: Sequence[Source]) -> int:
+    """Add edges from `sources` to the stored message `target_id` (a fact drawn again from another message).
+
+    Under the owner's lock; refused with `SourcesRemoved` (nothing written) unless the target and every
+    source are live messages of the owner. More sources only widen Dep (I1). How many edges were new.
+    """
+    with transaction.atomic(savepoint=False):
+        owner_lock(owner_id)
+        wanted = {source.id for source in sources} | {target_id}
+        missing = wanted - _live(owner_id, wanted)
+        if not missing:
+            return _edges_insert(
+                owner_id=owner_id, rows=[(s.id, target_id, s.rank, s.score, s.signal) for s in sources]
+            )
+    raise SourcesRemoved(missing)
 
 
 def message_rewrite(*, original: Message, content: str, embedding: list[float] | None) -> Message:

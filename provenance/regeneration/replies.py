@@ -281,12 +281,18 @@ class UndoPlan:
 
 
 def undo_plan(*, deletion: DeletionRequest) -> UndoPlan:
-    """The rewrites a deletion made (regenerated replies, redacted replacements) and their live Dep."""
+    """The rewrites a deletion made (regenerated replies, redacted replacements, re-derived facts), their live Dep."""
     rewrites = set(
         Turn.objects.filter(owner_id=deletion.owner_id, deletion_id=deletion.pk, reply__isnull=False).values_list(
             "reply_id", flat=True
         )
     ) | {int(new) for new in deletion.redacted.values()}
+    # Facts re-derived from the survivors of its sources (chat/facts/rederive.py): the originals come back.
+    rewrites |= set(
+        Message.objects.filter(
+            owner_id=deletion.owner_id, role=Message.Role.FACT, replaces__in=deletion.deleted_ids
+        ).values_list("pk", flat=True)
+    )
     members = dep_ids(owner_id=deletion.owner_id, roots=sorted(rewrites))
     live = set(
         Message.objects.filter(owner_id=deletion.owner_id, pk__in=members, status__in=Message.LIVE).values_list(

@@ -1,0 +1,137 @@
+"""Drawing facts from the user's messages, in order, in bounded passes (the worker's `chat.facts_extract`).
+
+Each owner has a cursor (`FactCursor.seq`): every user message up to it was
+read. A pass reads the next DELLM_FACTS_BATCH live user messages after it
+(typed turns, `/v1` and imported messages alike: every door stores through
+the writer, with the owner's next sequence number), draws each one's
+statements (`chat.facts.rules` offline, `chat.facts.model` with a model),
+stores them through the writer (`fact_store`: a fact only while its source is
+live) and moves the cursor on. A reply is never a source: it is not a fact
+about the user. A statement the user declined from that message
+(`FactDecline`) is never drawn again. The new facts are embedded after their
+transaction, like any message.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Max
+
+from chat.facts.model import ExtractionFailed, model_statements
+from chat.facts.rules import Statement, statements
+from chat.models import FactCursor, FactDecline, Message
+from chat.writer import SourcesRemoved
+from chat.writer.facts import fact_store
+from chat.writer.vectors import messages_index_embed
+from core.api.budgets import budget_take
+
+logger = logging.getLogger(__name__)
+
+
+def extractor() -> str:
+    """`rules` or `model` (DELLM_FACTS_EXTRACTOR; `auto`: the model when one is configured)."""
+    chosen = settings.DELLM_FACTS_EXTRACTOR
+    if chosen == "auto":
+        return "model" if settings.DELLM_LLM == "openai" else "rules"
+    return chosen
+
+
+@dataclass
+class Pass:
+    read: int = 0
+    stored: int = 0
+    failed: int = 0
+    # More messages wait after this pass (its batch was full, or the model's budget ran out).
+    more: bool = False
+    # Seconds until the owner's model budget has room again (None: not waiting on it).
+    wait: float | None = None
+
+
+def _statements(*, owner_id: int, message_id: int, text: str, how: str) -> list[Statement]:
+    if how == "rules":
+        return statements(text)
+    return model_statements(text)
+
+
+def facts_extract_pass(*, owner_id: int, limit: int | None = None) -> Pass:
+    """Read the owner's next user messages for facts and store them; what the pass did."""
+    limit = settings.DELLM_FACTS_BATCH if limit is None else limit
+    cursor, _ = FactCursor.objects.get_or_create(owner_id=owner_id)
+    start = cursor.seq
+    # Everything up to the newest committed message is read by the end of this pass (commits follow
+    # sequence numbers: each is given and committed under the owner's lock).
+    top = Message.objects.filter(owner_id=owner_id).aggregate(top=Max("seq"))["top"] or 0
+    rows = list(
+        Message.objects.filter(
+            owner_id=owner_id,
+            seq__gt=start,
+            seq__lte=top,
+            role=Message.Role.USER,
+            status__in=Message.LIVE,
+            tool_calls__isnull=True,
+        )
+        .exclude(content="")
+        .order_by("seq")
+        .values_list("pk", "seq", "content", "source_created_at", "created_at")[:limit]
+    )
+    done = Pass(read=len(rows), more=len(rows) == limit)
+    how = extractor()
+    declined = set(
+        FactDecline.objects.filter(owner_id=owner_id, source_id__in=[row[0] for row in rows]).values_list(
+            "source_id", "subject"
+        )
+    )
+    last = start
+    new: list[int] = []
+    failed: list[int] = []
+    for pk, seq, content, source_created_at, created_at in rows:
+        if how == "model":
+            taken, wait = budget_take(user_id=owner_id, scope="chat", wanted=1)
+            if not taken:
+                done.more, done.wait = True, wait
+                break
+        try:
+            found = _statements(owner_id=owner_id, message_id=pk, text=content, how=how)
+        except ExtractionFailed:
+            logger.warning("facts: extraction of message %s failed", pk)
+            failed.append(pk)
+            found = []
+        for statement in found:
+            if (pk, statement.subject) in declined:
+                continue
+            try:
+                fact, created = fact_store(
+                    owner_id=owner_id,
+                    subject=statement.subject,
+                    text=statement.text,
+                    sources=[pk],
+                    said_at=source_created_at or created_at,
+                    extractor=how,
+                )
+            except SourcesRemoved:
+                break  # the message was deleted meanwhile: nothing of it is stored
+            if created:
+                new.append(fact.pk if isinstance(fact, Message) else fact)
+        last = seq
+    reached = last if done.more else top
+    done.failed, done.stored = len(failed), len(new)
+    # Compare-and-set: a pass that ran meanwhile moved the cursor, and its own end stands.
+    updated = FactCursor.objects.filter(owner_id=owner_id, seq=start)
+    if failed:
+        kept = (cursor.failed + failed)[-FactCursor.FAILED_KEPT :]
+        updated.update(seq=reached, failed=kept)
+    else:
+        updated.update(seq=reached)
+    messages_index_embed(owner_id=owner_id, ids=new)
+    return done
+
+
+def facts_pending(*, owner_id: int) -> int:
+    """How many user messages wait to be read for facts."""
+    start = FactCursor.objects.filter(owner_id=owner_id).values_list("seq", flat=True).first() or 0
+    return (
+        Message.objects.filter(owner_id=owner_id, seq__gt=start, role=Message.Role.USER, status__in=Message.LIVE)
+        .exclude(content="")
+        .count()
+    )

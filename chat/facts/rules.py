@@ -1,0 +1,169 @@
+"""The offline extractor: a user's statements about themselves, by sentence, with their subject (paper, VII-A).
+
+A message is split into sentences and a sentence into clauses where it goes
+on about the user with another verb ("I live in Lisbon and work as a
+nurse"); a clause is kept when it is a statement in the first person that a
+pattern of `PATTERNS` places under one subject, and is not a question, a
+request or a thought about the conversation ("I think you ...", anything
+addressed to "you"). What is kept is the user's own words, tidied (the
+discourse marker before it dropped, capitalised, one full stop), under its
+subject's label: deterministic, so the same words always give the same fact
+and a fact re-derived from the same sources is the same text.
+
+Every expression here is literal alternatives and single `\\s+` runs, with
+no nested quantifier: matching is linear in the sentence, and a sentence is
+at most MAX_SENTENCE_CHARS.
+"""
+
+import re
+from dataclasses import dataclass
+
+from chat.subjects import SUBJECT_KEYS, fact_text
+
+# A longer sentence is not a statement worth a fact (a pasted text, a list).
+MAX_SENTENCE_CHARS = 300
+MIN_WORDS = 2
+MAX_FACTS_PER_MESSAGE = 8
+
+_I_AM = r"i(?:'m|\s+am)"
+_VERBS = (
+    r"live|lived|work|worked|have|had|love|like|enjoy|study|studied|moved|got|started|play|own|adopted|"
+    r"grew|was|am|'m|hate|prefer|speak|teach|run|volunteer|coach"
+)
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+# Where a statement goes on with another of the user's verbs: the clause after it is about the user too.
+_CLAUSES = re.compile(rf",?\s+(?:and|but|and\s+i|but\s+i)\s+(?=(?:{_VERBS})\b)", re.IGNORECASE)
+_MARKERS = re.compile(
+    r"^(?:so|well|actually|yeah|yes|oh|also|btw|by\s+the\s+way|anyway|ok|okay|hi|hey|hello|and|but|fun\s+fact|"
+    r"just\s+so\s+you\s+know|for\s+context|fyi)\b[\s,:!.-]*",
+    re.IGNORECASE,
+)
+_FIRST_PERSON = re.compile(r"^(?:i\b|i'm\b|i've\b|my\b)", re.IGNORECASE)
+_NOT_ABOUT_USER = re.compile(
+    r"^(?:i\s+(?:think|guess|wonder|suppose|believe|mean|feel\s+like|was\s+wondering|want\s+you|need\s+you|"
+    r"would\s+like\s+you|hope\s+you|appreciate)|i'd\s+like\s+you|i'm\s+(?:not\s+sure|wondering|asking|curious))\b"
+    r"|\byou\b|\byour\b|\byou're\b",
+    re.IGNORECASE,
+)
+
+PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (key, re.compile(pattern, re.IGNORECASE))
+    for key, pattern in (
+        ("name", rf"\bmy\s+name\s+is\b|\bcall\s+me\b|\b{_I_AM}\s+called\b"),
+        (
+            "home",
+            r"\bi\s+(?:now\s+|currently\s+|still\s+)?live\s+in\b|\bi\s+(?:just\s+|recently\s+|finally\s+)?"
+            rf"(?:moved|relocated)\s+(?:back\s+)?to\b|\b{_I_AM}\s+(?:now\s+)?(?:based|living)\s+in\b"
+            r"|\bmy\s+(?:home|flat|apartment|house)\s+is\s+in\b",
+        ),
+        ("age", rf"\b{_I_AM}\s+\d{{1,3}}\b|\bmy\s+birthday\b|\bi\s+(?:just\s+)?turned\s+\d{{1,3}}\b|\bborn\s+in\s+\d"),
+        ("origin", rf"\b{_I_AM}\s+(?:originally\s+)?from\b|\bi\s+grew\s+up\s+in\b|\bi\s+was\s+born\s+in\b"),
+        (
+            "partner",
+            r"\bmy\s+(?:wife|husband|partner|girlfriend|boyfriend|fiancee|fiance|fiancée|fiancé|spouse)\b"
+            rf"|\b{_I_AM}\s+(?:married|engaged|divorced|single)\b|\bi\s+got\s+(?:married|engaged|divorced)\b",
+        ),
+        (
+            "pet",
+            r"\bmy\s+(?:dog|cat|puppy|kitten|pet|parrot|rabbit|bunny|hamster|horse|turtle|bird)s?\b"
+            r"|\bi\s+(?:have|adopted|got|own)\s+(?:a|an|two|three)\s+(?:\w+\s+)?"
+            r"(?:dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|turtle)s?\b",
+        ),
+        (
+            "family",
+            r"\bmy\s+(?:son|daughter|kid|kids|children|child|baby|mother|mom|mum|father|dad|brother|sister|parents"
+            r"|grandmother|grandfather|grandma|grandpa|grandparents|family|aunt|uncle|cousin|niece|nephew)s?\b"
+            r"|\bi\s+have\s+(?:a|an|two|three|four)\s+(?:sons?|daughters?|kids|children|brothers?|sisters?)\b",
+        ),
+        (
+            "work",
+            r"\bi\s+(?:now\s+|currently\s+|still\s+)?work(?:ed)?\s+(?:as|at|for|in|on)\b"
+            r"|\bmy\s+(?:job|employer|boss|company|shift|colleagues|coworkers)\b"
+            rf"|\b{_I_AM}\s+(?:employed|working)\s+(?:as|at|for)\b"
+            r"|\bi\s+(?:got|started|found|quit|left|lost)\s+(?:a\s+|my\s+|the\s+)?(?:new\s+)?job\b"
+            rf"|\b{_I_AM}\s+(?:a|an)\s+(?:\w+\s+)?(?:nurse|teacher|engineer|developer|doctor|designer|lawyer|"
+            r"writer|artist|chef|cook|manager|accountant|programmer|scientist|researcher|consultant|photographer|"
+            r"musician|architect|pharmacist|farmer|pilot|driver|mechanic|electrician|plumber|carpenter|therapist|"
+            r"dentist|vet|veterinarian|journalist|editor|analyst|librarian|firefighter|officer|barista|waiter|"
+            r"waitress|cashier|freelancer|entrepreneur|professor|lecturer|paramedic|surgeon|translator|baker)\b",
+        ),
+        (
+            "study",
+            r"\bi\s+(?:study|studied|majored|graduated)\b"
+            rf"|\b{_I_AM}\s+(?:studying|a\s+student|majoring|in\s+(?:college|school|university|grad\s+school))\b"
+            r"|\bmy\s+(?:degree|major|thesis|university|college|classes|exams)\b",
+        ),
+        (
+            "health",
+            rf"\b{_I_AM}\s+(?:a\s+)?(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|pregnant|"
+            r"celiac|coeliac)\b|\ballergic\s+to\b|\bi\s+(?:don't|do\s+not|can't|cannot)\s+eat\b"
+            r"|\bi\s+have\s+(?:a\s+|an\s+)?(?:diabetes|asthma|allergy|allergies|migraines|migraine|arthritis|adhd|"
+            r"anxiety|depression|bad\s+back)\b|\bmy\s+(?:doctor|diet|allergy|allergies)\b",
+        ),
+        ("dislikes", r"\bi\s+(?:really\s+)?(?:hate|dislike|detest|can't\s+stand)\b|\bi\s+(?:don't|do\s+not)\s+like\b"),
+        (
+            "likes",
+            r"\bi\s+(?:really\s+|absolutely\s+|also\s+)?(?:love|like|enjoy|adore|prefer)\b|\bmy\s+favou?rite\b"
+            rf"|\b{_I_AM}\s+(?:really\s+)?(?:into|a\s+(?:big\s+)?fan\s+of|passionate\s+about)\b"
+            r"|\bmy\s+(?:hobby|hobbies)\b|\bi\s+(?:play|practise|practice)\s+(?:the\s+)?\w+",
+        ),
+        (
+            "plans",
+            rf"\b{_I_AM}\s+(?:going|planning|hoping)\s+to\b|\bi\s+(?:plan|intend)\s+to\b"
+            r"|\bi'll\s+be\b|\bi\s+will\s+be\b",
+        ),
+    )
+]
+assert {key for key, _ in PATTERNS} == set(SUBJECT_KEYS)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A fact to store: its subject's key and its text (`fact_text`)."""
+
+    subject: str
+    text: str
+
+
+def _tidy(clause: str) -> str:
+    text = " ".join(clause.split()).rstrip(" ,;:-.!")
+    return text[:1].upper() + text[1:] + "."
+
+
+def _clauses(sentence: str) -> list[str]:
+    parts = _CLAUSES.split(sentence)
+    # A clause after the first lost its subject ("... and work as a nurse"): it is the user's.
+    return [parts[0]] + [part if _FIRST_PERSON.match(part) else f"I {part}" for part in parts[1:]]
+
+
+def _unmarked(sentence: str) -> str:
+    for _ in range(3):
+        stripped = _MARKERS.sub("", sentence, count=1)
+        if stripped == sentence:
+            break
+        sentence = stripped
+    return sentence
+
+
+def statements(text: str) -> list[Statement]:
+    """The user's statements about themselves in `text`, in order, each once, at most MAX_FACTS_PER_MESSAGE."""
+    found: list[Statement] = []
+    seen: set[str] = set()
+    for raw in _SENTENCES.split(text.replace("\u2019", "'")):
+        sentence = _unmarked(raw.strip())
+        if not sentence or sentence.endswith("?") or len(sentence) > MAX_SENTENCE_CHARS:
+            continue
+        for clause in _clauses(sentence):
+            clause = clause.strip()
+            if not _FIRST_PERSON.match(clause) or _NOT_ABOUT_USER.search(clause):
+                continue
+            if len(clause.split()) < MIN_WORDS:
+                continue
+            subject = next((key for key, pattern in PATTERNS if pattern.search(clause)), None)
+            if subject is None:
+                continue
+            statement = Statement(subject=subject, text=fact_text(subject, _tidy(clause)))
+            if statement.text.lower() not in seen:
+                seen.add(statement.text.lower())
+                found.append(statement)
+    return found[:MAX_FACTS_PER_MESSAGE]

@@ -1,0 +1,36 @@
+"""Celery tasks of facts: draw them from new messages, re-derive them after a deletion (ids only)."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from core.task_retry import database_retry_options
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="chat.facts_extract", **database_retry_options())
+def facts_extract_task(*, owner_id: int) -> None:
+    """One extraction pass over the owner's next messages; the next pass is enqueued while some are left."""
+    from chat.facts.extract import facts_extract_pass
+
+    done = facts_extract_pass(owner_id=owner_id)
+    logger.info("facts of user %s: read %s, stored %s, failed %s", owner_id, done.read, done.stored, done.failed)
+    if done.more:
+        facts_extract_task.apply_async(kwargs={"owner_id": owner_id}, countdown=done.wait or 0)
+
+
+@shared_task(name="chat.facts_rederive", **database_retry_options())
+def facts_rederive_task(*, owner_id: int, fact_ids: list[int]) -> None:
+    """Re-derive the facts a deletion removed from their surviving sources (`chat.facts.rederive`)."""
+    from chat.facts.rederive import facts_rederive
+
+    stored = facts_rederive(owner_id=owner_id, fact_ids=fact_ids)
+    logger.info("facts of user %s: %s re-derived of %s removed", owner_id, len(stored), len(fact_ids))
+
+
+def facts_extract_soon(*, owner_id: int) -> None:
+    """Enqueue an extraction pass for the owner when facts are on (DELLM_FACTS)."""
+    if settings.DELLM_FACTS:
+        facts_extract_task.delay(owner_id=owner_id)

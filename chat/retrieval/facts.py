@@ -1,0 +1,122 @@
+"""Facts in a context: the current fact of a subject in place of a superseded one, ahead of the messages.
+
+Supersession is computed from what is live, never stored: of a single-valued
+subject (`chat.facts.subjects`: a home city, an employer) the current fact is
+the one said last (`said_at`, then `seq`), and every older live fact of it
+is superseded by that one. So forgetting the newer statement reinstates the
+older with nothing to rewrite, and undoing that deletion supersedes it again.
+A turn's context (`facts_choose`) takes the facts retrieval found: a
+superseded one gives way to its subject's current fact; facts go first (short,
+current, the user's own statements); with DELLM_FACTS_CONTEXT=replace a fact
+takes the place of the messages it was drawn from, and with `off` no fact is
+used. Each fact item names its sources (`ContextItem.sources`).
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+
+from chat.llm import ContextItem
+from chat.models import LIVE_STATUSES, ContextEdge, Fact, Message
+from chat.subjects import SUBJECTS
+
+FACT = str(Message.Role.FACT)
+
+_MESSAGES = Message._meta.db_table
+_FACTS = Fact._meta.db_table
+_EDGES = ContextEdge._meta.db_table
+
+# Every live fact of the owner's subjects %(subjects)s, newest said first.
+_SUBJECT_FACTS_SQL = f"""
+SELECT f.subject, m.id, m.seq, m.content, coalesce(m.source_created_at, m.created_at) AS said_at
+FROM {_FACTS} f JOIN {_MESSAGES} m ON m.owner_id = f.owner_id AND m.id = f.message_id
+WHERE f.owner_id = %(owner)s AND f.subject = ANY(%(subjects)s) AND m.status = ANY(%(live)s)
+ORDER BY f.subject, said_at DESC, m.seq DESC
+"""
+
+# The live sources of facts %(ids)s (both ends name the owner: one partition each).
+_SOURCES_SQL = f"""
+SELECT e.target_id, e.source_id FROM {_EDGES} e
+JOIN {_MESSAGES} s ON s.owner_id = e.owner_id AND s.id = e.source_id
+WHERE e.owner_id = %(owner)s AND e.target_id = ANY(%(ids)s) AND e.signal = %(fact)s AND s.status = ANY(%(live)s)
+ORDER BY e.target_id, e.source_id
+"""
+
+
+@dataclass(frozen=True)
+class LiveFact:
+    id: int
+    seq: int
+    subject: str
+    content: str
+    said_at: datetime
+
+
+def subject_facts(*, owner_id: int, subjects: Iterable[str]) -> dict[str, list[LiveFact]]:
+    """The live facts of these subjects, newest said first: the head of a single-valued subject's list is current."""
+    wanted = sorted(set(subjects))
+    if not wanted:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBJECT_FACTS_SQL, {"owner": owner_id, "subjects": wanted, "live": LIVE_STATUSES})
+        rows = cursor.fetchall()
+    facts: dict[str, list[LiveFact]] = defaultdict(list)
+    for subject, pk, seq, content, said_at in rows:
+        facts[subject].append(LiveFact(id=pk, seq=seq, subject=subject, content=content, said_at=said_at))
+    return dict(facts)
+
+
+def superseded_by(facts: dict[str, list[LiveFact]]) -> dict[int, int]:
+    """{fact id: the id of the current fact that supersedes it} over `subject_facts`' answer."""
+    return {
+        older.id: newest[0].id for subject, newest in facts.items() if SUBJECTS[subject].single for older in newest[1:]
+    }
+
+
+def fact_sources(*, owner_id: int, ids: Iterable[int]) -> dict[int, list[int]]:
+    """{fact id: the live messages it was drawn from, ascending}."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_SOURCES_SQL, {"owner": owner_id, "ids": wanted, "live": LIVE_STATUSES, "fact": FACT})
+        rows = cursor.fetchall()
+    found: dict[int, list[int]] = defaultdict(list)
+    for target, source in rows:
+        found[target].append(source)
+    return dict(found)
+
+
+def facts_choose(*, owner_id: int, items: list[ContextItem]) -> list[ContextItem]:
+    """The context with its facts settled (see the module's docstring); unchanged when it holds none."""
+    if not any(item.role == FACT for item in items):
+        return items
+    mode = settings.DELLM_FACTS_CONTEXT
+    if mode == "off":
+        return [item for item in items if item.role != FACT]
+    found = [item for item in items if item.role == FACT]
+    subjects = dict(
+        Fact.objects.filter(owner_id=owner_id, message_id__in=[item.id for item in found]).values_list(
+            "message_id", "subject"
+        )
+    )
+    by_subject = subject_facts(owner_id=owner_id, subjects=subjects.values())
+    current = {facts[0].id: facts[0] for facts in by_subject.values()}
+    newer = superseded_by(by_subject)
+    chosen: list[ContextItem] = []
+    taken: set[int] = set()
+    for item in found:
+        if item.id in newer:
+            head = current[newer[item.id]]
+            item = replace(item, id=head.id, seq=head.seq, content=head.content, said_at=head.said_at)
+        if item.id not in taken:
+            taken.add(item.id)
+            chosen.append(item)
+    sources = fact_sources(owner_id=owner_id, ids=taken)
+    chosen = [replace(item, sources=tuple(sources.get(item.id, ()))) for item in chosen]
+    stood_for = {pk for item in chosen for pk in item.sources} if mode == "replace" else set()
+    return chosen + [item for item in items if item.role != FACT and item.id not in stood_for]

@@ -1,0 +1,72 @@
+"""Storing facts (chat/facts/): a `fact` message in the owner's facts thread, a `fact` edge from each source.
+
+Through `message_store` and `edges_add`, so the writer's rule holds: a fact is stored only while every
+message it is drawn from is live, under the owner's lock. The same statement drawn again from another
+message is the same fact with one more source (an edge), not a copy: forgetting one of the two then
+re-derives it from the other (chat/facts/rederive.py).
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from chat.models import ContextEdge, Fact, Message, Thread
+from chat.subjects import FACTS_SOURCE, FACTS_SOURCE_ID, FACTS_TITLE
+from chat.writer.messages import Source, edges_add, message_store
+from core.db.locks import owner_lock
+
+
+def facts_thread(*, owner_id: int) -> Thread:
+    """The owner's facts thread, created the first time (its source marks it, like the agent notes')."""
+    thread, _ = Thread.objects.get_or_create(
+        owner_id=owner_id, source=FACTS_SOURCE, source_id=FACTS_SOURCE_ID, defaults={"title": FACTS_TITLE}
+    )
+    return thread
+
+
+def fact_store(
+    *,
+    owner_id: int,
+    subject: str,
+    text: str,
+    sources: Sequence[int],
+    said_at: datetime,
+    extractor: str,
+    replaces: int | None = None,
+) -> tuple[Message | int, bool]:
+    """Store the fact `text` about `subject`, drawn from `sources`; (the fact or its id, whether it is new).
+
+    An identical live fact of the same subject gains edges from `sources` instead. Refused with
+    `SourcesRemoved` (nothing written) unless every source is live. `replaces`: the removed fact this
+    one re-derives (an undo of the deletion removes it again, chat/facts/rederive.py).
+    """
+    edges = [Source(id=pk, rank=rank, score=1.0, signal=ContextEdge.Signal.FACT) for rank, pk in enumerate(sources)]
+    thread = facts_thread(owner_id=owner_id)
+    with transaction.atomic():
+        owner_lock(owner_id)
+        same = (
+            Message.objects.filter(
+                owner_id=owner_id,
+                thread_id=thread.pk,
+                role=Message.Role.FACT,
+                status__in=Message.LIVE,
+                content__iexact=text,
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if same is not None and Fact.objects.filter(message_id=same, subject=subject).exists():
+            edges_add(owner_id=owner_id, target_id=same, sources=edges)
+            return same, False
+        fact = message_store(
+            owner_id=owner_id,
+            thread_id=thread.pk,
+            role=Message.Role.FACT,
+            content=text,
+            sources=edges,
+            said_at=said_at,
+            replaces=replaces,
+        )
+        Fact.objects.create(owner_id=owner_id, message_id=fact.pk, subject=subject, extractor=extractor)
+    return fact, True

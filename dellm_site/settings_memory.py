@@ -1,0 +1,17 @@
+"""Settings of distilled memory: facts about the user and thread titles (docs/subsystems/facts.md).
+
+Imported at the end of `dellm_site.settings`; every knob is an environment variable documented in `.env.example`.
+"""
+
+from dellm_site.env import env_bool, env_choice, env_int
+
+# Draw facts from the user's own words (typed turns, `/v1`, imports) in the worker, after the reply.
+DELLM_FACTS = env_bool("DELLM_FACTS", True)
+# Who draws them: `rules` (offline, deterministic), `model` (one call per message to the configured model,
+# JSON-schema answers, charged to the owner's chat budget), or `auto`: the model when one is configured.
+DELLM_FACTS_EXTRACTOR = env_choice("DELLM_FACTS_EXTRACTOR", "auto", ("auto", "rules", "model"))
+# Messages one extraction pass reads (a pass enqueues the next while some are left: an import's backlog).
+DELLM_FACTS_BATCH = env_int("DELLM_FACTS_BATCH", 500)
+# What a fact does in a turn's context: `beside` its sources (both compete for the k slots), `replace` them
+# (a fact in the context takes the place of the messages it was drawn from), or `off` (never retrieved).
+DELLM_FACTS_CONTEXT = env_choice("DELLM_FACTS_CONTEXT", "beside", ("beside", "replace", "off"))
