@@ -154,9 +154,17 @@ class MessageSerializer(serializers.ModelSerializer):
 
 
 class ThreadSerializer(serializers.ModelSerializer):
+    title_derived = serializers.SerializerMethodField(
+        help_text="True when the title was drawn from the thread's first user message (it is drawn again, or "
+        "emptied, when that message is deleted); false for a title the user typed, an import's, or none."
+    )
+
     class Meta:
         model = Thread
-        fields = ["id", "title", "created_at", "updated_at"]
+        fields = ["id", "title", "title_derived", "created_at", "updated_at"]
+
+    def get_title_derived(self, thread: Thread) -> bool:
+        return bool(thread.title_sources)
 
 
 class ThreadDetailSerializer(ThreadSerializer):

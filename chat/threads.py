@@ -1,4 +1,4 @@
-"""Threads: create and rename (a title is the user's own words)."""
+"""Threads: create and rename (a title is the user's own words; a derived one is chat/titles.py's)."""
 
 from django.contrib.auth.models import User
 
@@ -22,8 +22,10 @@ def thread_rename(*, owner_id: int, thread_id: int, title: str) -> Thread:
     thread = Thread.objects.filter(owner_id=owner_id, pk=thread_id).first()
     if thread is None:
         raise NotFound(f"No thread with id {thread_id}.")
+    # The user's own words now: no sources, so no deletion or undo draws it again (chat/titles.py).
     thread.title = title
-    thread.save(update_fields=["title", "updated_at"])
+    thread.title_sources = []
+    thread.save(update_fields=["title", "title_sources", "updated_at"])
     return thread
 
 

@@ -73,9 +73,10 @@ from core.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)
 
-# Title of the threads this endpoint opens. Never the first message's text: a
-# title outlives a purge of the message it was taken from.
-THREAD_TITLE = "Via the OpenAI-compatible API"
+# The threads this endpoint opens start untitled: after the first reply the
+# worker draws a title from the first user message, recorded with it as its
+# source, so a deletion of that message draws it again (chat/titles.py).
+THREAD_TITLE = ""
 # Candidate threads compared in full when the transcript is the key.
 MATCH_CANDIDATES = 8
 # Earlier messages tried as anchors at most, from each end of the transcript

@@ -25,6 +25,7 @@ def turn_run_task(self: Task, *, turn_id: int, owner_id: int) -> None:
     to another worker. That is safe because the reply commits atomically and
     only once (the turn leaves pending/running when it commits).
     """
+    from chat.titles import turn_thread_untitled
     from chat.turns.recovery import turn_fail
     from chat.turns.run import turn_run
     from chat.turns.tool_offers import turn_tools_drop
@@ -59,6 +60,18 @@ def turn_run_task(self: Task, *, turn_id: int, owner_id: int) -> None:
         raise
     finally:
         turn_publish(turn_id, "changed", {})
+    # After the reply and its "changed", off the turn's path: a thread's first exchange names it (chat/titles.py).
+    thread_id = turn_thread_untitled(owner_id=owner_id, turn_id=turn_id)
+    if thread_id is not None:
+        thread_title_task.delay(owner_id=owner_id, thread_id=thread_id)
+
+
+@shared_task(name="chat.thread_title", **database_retry_options())
+def thread_title_task(*, owner_id: int, thread_id: int) -> None:
+    """An untitled thread gets a title from its first live user message; a titled one is left as it is."""
+    from chat.titles import thread_title_set
+
+    thread_title_set(owner_id=owner_id, thread_id=thread_id)
 
 
 @shared_task(name="chat.turns_sweep", **database_retry_options())

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from chat.index.context import index_dependents, index_followers
 from chat.models import Message
+from chat.titles import titles_rederive
 from chat.turns.regeneration import regeneration_turns_create
 from chat.writer import (
     message_rewrite,
@@ -106,6 +107,8 @@ def dependents_remove(
     # A replacement's index is new, and so is the one after it (its previous turn is the replacement now).
     replacements_stored = [pk for pk in redacted.values() if pk is not None]
     reindexed |= set(replacements_stored) | set(index_followers(owner_id=deletion.owner_id, ids=replacements_stored))
+    # A title drawn from a removed message is drawn again from what survives, a replacement included (I3).
+    titles_rederive(owner_id=deletion.owner_id, message_ids=removed)
     deletion.redacted = {str(old): new for old, new in redacted.items()}
     if redacted:
         # A redaction rewrites its dependents: the replies it fed answer the redacted text.

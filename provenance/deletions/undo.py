@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from chat.index.context import index_dependents, index_followers
 from chat.models import Message, Turn
+from chat.titles import titles_rederive
 from chat.turns.regeneration import regeneration_turns_close
 from chat.writer import (
     SourcesRemoved,
@@ -63,6 +64,8 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
                 f"(ids {exc.ids[:10]}); undo that one first."
             ) from None
         expiring_again(owner_id=owner_id, ids=removed)
+        # The first message back gives its thread its title back; a rewrite removed takes the one drawn from it.
+        titles_rederive(owner_id=owner_id, message_ids=[*removed, *rewrites])
         now = timezone.now()
         deletion.status = Status.UNDONE
         deletion.undone_at = now

@@ -100,9 +100,11 @@ TEXT_COLUMNS = (
     ),
     Place(
         f"{THREAD}.title",
-        "an imported conversation's title (taken from the export)",
+        "an imported conversation's title (taken from the export), or a title derived from the thread's first "
+        "user message (chat/titles.py, its sources in title_sources)",
         Way.NEUTRAL,
-        "an imported thread a purge touched becomes 'Imported conversation'",
+        "an imported thread a purge touched becomes 'Imported conversation'; a derived title with a purged source is "
+        "drawn again from the first surviving user message, else ''; the old versions go with the vacuum",
         AT_CONFIRM,
         f"{IMPORT_RESIDUE_TESTS}test_purge_of_an_imported_conversation_leaves_no_text",
     ),
@@ -162,7 +164,7 @@ NO_TEXT_COLUMNS = {
         # The ids of the messages whose words the message's index carries (chat/index/context.py).
         "index_sources",
     ),
-    THREAD: ("id", "owner_id", "created_at", "updated_at", "source"),
+    THREAD: ("id", "owner_id", "created_at", "updated_at", "source", "title_sources"),
     # `signal` is the kind of evidence (vector, lexical, ...), one of our choices.
     EDGE: ("id", "owner_id", "source_id", "target_id", "rank", "score", "signal"),
     # `error` is our sentence for humans (turn_fail), never message text.

@@ -57,6 +57,7 @@ def test_every_subsystem_tasks_module_is_discovered_under_its_stable_names():
     assert sorted(name for name in app.tasks if not name.startswith("celery.")) == [
         "chat.import_run",
         "chat.imports_sweep",
+        "chat.thread_title",
         "chat.turn_run",
         "chat.turns_sweep",
         "chat.vector_indexes_sync",
