@@ -15,6 +15,7 @@ from core.api.handler import errors, validated
 from core.api.throttles import CostThrottle
 from core.types import AuthenticatedRequest
 from provenance.api.serializers.deletions import ChatDeletionSerializer
+from provenance.deletions.facts import related_attach
 from provenance.deletions.forget_phrases import TYPED_REQUEST_MODE, parse_deletion_request, resolve_deletion_request
 from provenance.deletions.preview import deletion_preview
 
@@ -47,6 +48,7 @@ class ChatView(ThreadMessageListView):
                 selector="request",
                 **resolve_deletion_request(owner=request.user, text=content),
             )
+            related_attach(deletion)
             return Response(ChatDeletionSerializer({"deletion": deletion}).data, status=status.HTTP_200_OK)
         turn = turn_create(thread=thread, content=content)
         [message] = with_edges([turn.user_message])

@@ -3,7 +3,7 @@
 Imported at the end of `dellm_site.settings`; every knob is an environment variable documented in `.env.example`.
 """
 
-from dellm_site.env import env_bool, env_choice, env_int
+from dellm_site.env import env_bool, env_choice, env_float, env_int
 
 # Draw facts from the user's own words (typed turns, `/v1`, imports) in the worker, after the reply.
 DELLM_FACTS = env_bool("DELLM_FACTS", True)
@@ -15,3 +15,6 @@ DELLM_FACTS_BATCH = env_int("DELLM_FACTS_BATCH", 500)
 # What a fact does in a turn's context: `beside` its sources (both compete for the k slots), `replace` them
 # (a fact in the context takes the place of the messages it was drawn from), or `off` (never retrieved).
 DELLM_FACTS_CONTEXT = env_choice("DELLM_FACTS_CONTEXT", "beside", ("beside", "replace", "off"))
+# A deletion's preview lists the user's other messages and facts at least this similar in meaning to what it
+# matched (and the facts of the same subjects) as related information outside Dep, unticked.
+DELLM_RELATED_THRESHOLD = env_float("DELLM_RELATED_THRESHOLD", 0.3)

@@ -100,6 +100,8 @@ class DeletionRequest(OwnerPartitioned):
     tool_steps: list[dict[str, object]]
     # Set by `provenance.deletions.selectors.agent_reads_attach`: which of its messages MCP clients read, and when.
     agent_reads: dict[str, Any]
+    # Set by `provenance.deletions.facts.facts_attach`: the facts it removes, re-derives and reinstates.
+    facts: dict[str, Any]
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -124,6 +126,8 @@ class DeletionRequest(OwnerPartitioned):
     redaction_proposals: tuple[dict[str, Any], ...] = ()
     # Matched user messages that preview did not scan for a redaction (past its caps).
     redactions_unscanned: tuple[int, ...] = ()
+    # Related information outside Dep (ids, kinds, reasons), set by `related_attach` for that response only.
+    related: tuple[dict[str, Any], ...] = ()
 
     def __str__(self) -> str:
         return f"Deletion {self.pk} ({self.mode}, {self.status})"

@@ -11,6 +11,14 @@ from provenance.api.views.deletions import (
 )
 from provenance.api.views.dependents import DependentPathView, DependentsView
 from provenance.api.views.export import ExportView
+from provenance.api.views.facts import (
+    FactApproveView,
+    FactCorrectView,
+    FactDeclineView,
+    FactDetailView,
+    FactListView,
+    FactProgressView,
+)
 from provenance.api.views.graph import GraphFindView, GraphView
 
 urlpatterns = [
@@ -28,6 +36,12 @@ urlpatterns = [
     path("deletions/<int:deletion_id>/cancel/", DeletionCancelView.as_view(), name="deletion-cancel"),
     path("deletions/<int:deletion_id>/undo/", DeletionUndoView.as_view(), name="deletion-undo"),
     path("deletions/<int:deletion_id>/resume/", DeletionResumeView.as_view(), name="deletion-resume"),
+    path("facts/", FactListView.as_view(), name="fact-list"),
+    path("facts/progress/", FactProgressView.as_view(), name="fact-progress"),
+    path("facts/<int:fact_id>/", FactDetailView.as_view(), name="fact-detail"),
+    path("facts/<int:fact_id>/approve/", FactApproveView.as_view(), name="fact-approve"),
+    path("facts/<int:fact_id>/decline/", FactDeclineView.as_view(), name="fact-decline"),
+    path("facts/<int:fact_id>/correct/", FactCorrectView.as_view(), name="fact-correct"),
     path("export/", ExportView.as_view(), name="export"),
     path("account/", AccountView.as_view(), name="account"),
     path("account/erase/", AccountEraseView.as_view(), name="account-erase"),

@@ -5,6 +5,7 @@ import logging
 from celery import Task, shared_task
 from django.conf import settings
 
+from chat.facts.tasks import facts_extract_soon
 from chat.turns.stream import turn_publish
 from core.errors import UpstreamFailed
 from core.task_retry import DATABASE_TRANSIENT, database_retry, database_retry_options
@@ -64,6 +65,8 @@ def turn_run_task(self: Task, *, turn_id: int, owner_id: int) -> None:
     thread_id = turn_thread_untitled(owner_id=owner_id, turn_id=turn_id)
     if thread_id is not None:
         thread_title_task.delay(owner_id=owner_id, thread_id=thread_id)
+    # The user's message, and any a `/v1` transcript brought, are read for facts (chat/facts/), in the worker too.
+    facts_extract_soon(owner_id=owner_id)
 
 
 @shared_task(name="chat.thread_title", **database_retry_options())

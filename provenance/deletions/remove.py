@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chat.facts.rederive import facts_removed
+from chat.facts.tasks import facts_rederive_task
 from chat.index.context import index_dependents, index_followers
 from chat.models import Message
 from chat.titles import titles_rederive
@@ -167,12 +169,16 @@ class VerifyLater:
 
 
 def regeneration_start(deletion: DeletionRequest) -> None:
+    """What a deletion rewrites, started after its receipt: replies to regenerate, facts to re-derive."""
     # After the receipt: its forget probe compares neighbours before and right
     # after execution, before any rewritten reply exists. A crash between the
     # commit and this call leaves pending turns, which `deletion_resume` (or
     # `provenance.regenerations_sweep`) picks up.
     if deletion.regenerate_ids:
         regeneration_run_task.delay(deletion_id=deletion.pk, owner_id=deletion.owner_id)
+    # Facts it removed that keep live sources are drawn again from those alone (chat/facts/rederive.py).
+    if facts := facts_removed(owner_id=deletion.owner_id, ids=deletion.deleted_ids):
+        facts_rederive_task.delay(owner_id=deletion.owner_id, fact_ids=facts)
 
 
 def followups_after_commit(deletion: DeletionRequest) -> None:

@@ -8,6 +8,9 @@ from provenance.erasure.places import (
     DELETION,
     EDGE,
     ERASURE_TESTS,
+    FACT,
+    FACT_CURSOR,
+    FACT_DECLINE,
     IMPORT_JOB,
     IMPORT_RESIDUE_TESTS,
     IMPORT_UPLOAD,
@@ -210,6 +213,13 @@ NO_TEXT_COLUMNS = {
     # `clientInfo`, capped at 100 characters), the tool and the time; never what it read.
     MEMORY_READ: ("id", "owner_id", "client", "tool", "message_ids", "read_at"),
     AGENT_ACCESS: ("owner_id", "may_confirm_deletions", "updated_at"),
+    # A fact's node is a message (its words are its `content`, erased like any message's); this row holds its
+    # subject, a key of the closed list chat.subjects.SUBJECTS, never the user's words, and the user's decision.
+    FACT: ("id", "owner_id", "message_id", "subject", "decision", "extractor", "created_at"),
+    # A declined fact: the source message's id and the subject's key.
+    FACT_DECLINE: ("id", "owner_id", "source_id", "subject", "created_at"),
+    # How far extraction read (a sequence number) and the ids of messages whose extraction failed.
+    FACT_CURSOR: ("owner_id", "seq", "failed", "updated_at"),
     # An agent's token: the user's own name for the client it is for (at most 100 characters), never memory.
     AGENT_TOKEN: ("id", "owner_id", "token_id", "name", "created_at"),
     # The receipt of an erased account: ids, counts by table, times.

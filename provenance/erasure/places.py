@@ -3,7 +3,19 @@
 from dataclasses import dataclass
 from enum import StrEnum
 
-from chat.models import AgentAccess, ContextEdge, ImportJob, ImportUpload, MemoryRead, Message, Thread, Turn
+from chat.models import (
+    AgentAccess,
+    ContextEdge,
+    Fact,
+    FactCursor,
+    FactDecline,
+    ImportJob,
+    ImportUpload,
+    MemoryRead,
+    Message,
+    Thread,
+    Turn,
+)
 from provenance.models import AccountErasure, DeletionRequest
 
 
@@ -46,6 +58,9 @@ AGENT_ACCESS = AgentAccess._meta.db_table
 # assistant's table, by name: provenance sits below the doors and never imports them.
 AGENT_TOKEN = "assistant_agenttoken"
 ACCOUNT_ERASURE = AccountErasure._meta.db_table
+FACT = Fact._meta.db_table
+FACT_DECLINE = FactDecline._meta.db_table
+FACT_CURSOR = FactCursor._meta.db_table
 
 ERASURE_TESTS = "tests/provenance/erasure/test_erasure.py::"
 IMPORT_RESIDUE_TESTS = "tests/chat/imports/test_import_residue.py::"

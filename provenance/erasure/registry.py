@@ -22,6 +22,9 @@ from provenance.erasure.places import (
     AGENT_TOKEN,
     DELETION,
     EDGE,
+    FACT,
+    FACT_CURSOR,
+    FACT_DECLINE,
     IMPORT_JOB,
     IMPORT_UPLOAD,
     MEMORY_READ,
@@ -46,6 +49,9 @@ TABLES = (
     AGENT_ACCESS,
     AGENT_TOKEN,
     ACCOUNT_ERASURE,
+    FACT,
+    FACT_DECLINE,
+    FACT_CURSOR,
 )
 
 REGISTRY = (*TEXT_COLUMNS, *INDEXES, *ELSEWHERE)

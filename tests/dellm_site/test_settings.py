@@ -55,6 +55,8 @@ def test_every_subsystem_tasks_module_is_discovered_under_its_stable_names():
     assert sorted(TASK_PACKAGES) == sorted(folders)
     app.loader.import_default_modules()
     assert sorted(name for name in app.tasks if not name.startswith("celery.")) == [
+        "chat.facts_extract",
+        "chat.facts_rederive",
         "chat.import_run",
         "chat.imports_sweep",
         "chat.thread_title",

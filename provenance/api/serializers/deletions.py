@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from core.api.fields import AwareDateTimeField, StrictCharField
 from provenance.api.serializers.receipts import AgentReadsSerializer, ReceiptSerializer
+from provenance.deletions.facts import facts_attach
 from provenance.deletions.selectors import (
     agent_reads_attach,
     imported_dependents_attach,
@@ -32,6 +33,7 @@ class DeletionListSerializer(serializers.ListSerializer[Any]):
         removes_attach(deletions)
         tool_steps_attach(deletions)
         agent_reads_attach(deletions)
+        facts_attach(deletions)
         return super().to_representation(deletions)
 
 
@@ -70,6 +72,34 @@ class RedactionProposalSerializer(serializers.Serializer):
     regenerate = serializers.ListField(
         child=serializers.IntegerField(), help_text="Replies rewritten if this redaction is confirmed."
     )
+
+
+class RederivedFactSerializer(serializers.Serializer):
+    fact = serializers.IntegerField(help_text="A fact in Dep that keeps live sources outside it.")
+    sources = serializers.ListField(
+        source="from", child=serializers.IntegerField(), help_text="Those sources: it is drawn again from them alone."
+    )
+    new = serializers.IntegerField(
+        source="as", required=False, allow_null=True, help_text="Once executed: the re-derived fact (null: not yet)."
+    )
+
+
+class ReinstatedFactSerializer(serializers.Serializer):
+    fact = serializers.IntegerField(help_text="An older fact that is current again.")
+    instead_of = serializers.IntegerField(help_text="The newer fact of its subject that this deletion removes.")
+    subject = serializers.CharField()
+
+
+class FactsEffectSerializer(serializers.Serializer):
+    removed = serializers.ListField(child=serializers.IntegerField(), help_text="The facts in Dep, removed with it.")
+    rederived = RederivedFactSerializer(many=True)
+    reinstated = ReinstatedFactSerializer(many=True)
+
+
+class RelatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["message", "fact"])
+    reason = serializers.CharField(help_text="Why it is listed: a fact of the same subject, or similar meaning.")
 
 
 class IdListField(serializers.ListField):
@@ -154,6 +184,14 @@ class DeletionSerializer(serializers.ModelSerializer):
     agent_reads = serializers.SerializerMethodField(
         help_text="Which of these messages MCP clients read, by which client and when: copies DeLLM cannot erase."
     )
+    facts = serializers.SerializerMethodField(
+        help_text="What it does to facts: the facts in Dep, those re-derived from their surviving sources, and "
+        "older facts that become current again (docs/subsystems/facts.md)."
+    )
+    related = serializers.SerializerMethodField(
+        help_text="Only in the response that creates the preview: the user's other live messages and facts that "
+        "carry the same information but are not in Dep (unticked suggestions, each with its reason)."
+    )
 
     class Meta:
         model = DeletionRequest
@@ -194,6 +232,8 @@ class DeletionSerializer(serializers.ModelSerializer):
             "undo_removed",
             "tool_steps",
             "agent_reads",
+            "facts",
+            "related",
         ]
 
     @extend_schema_field(ToolStepSerializer(many=True))
@@ -201,6 +241,16 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "tool_steps"):
             tool_steps_attach([deletion])
         return deletion.tool_steps
+
+    @extend_schema_field(FactsEffectSerializer())
+    def get_facts(self, deletion: DeletionRequest) -> dict[str, Any]:
+        if not hasattr(deletion, "facts"):
+            facts_attach([deletion])
+        return FactsEffectSerializer(deletion.facts).data
+
+    @extend_schema_field(RelatedSerializer(many=True))
+    def get_related(self, deletion: DeletionRequest) -> list[dict[str, Any]]:
+        return [dict(item) for item in getattr(deletion, "related", ())]
 
     def get_removes(self, deletion: DeletionRequest) -> int | None:
         if not hasattr(deletion, "removes"):

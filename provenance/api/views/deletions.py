@@ -21,6 +21,7 @@ from provenance.api.serializers.deletions import (
 )
 from provenance.deletions.confirm import deletion_confirm
 from provenance.deletions.expiry import deletion_cancel
+from provenance.deletions.facts import related_attach
 from provenance.deletions.forget_phrases import resolve_deletion_request
 from provenance.deletions.preview import deletion_preview
 from provenance.deletions.selectors import deletion_get, deletion_list
@@ -76,6 +77,7 @@ class DeletionListView(APIView):
             derived=data.get("derived"),
             **_selection(owner=request.user, select=data["select"]),
         )
+        related_attach(deletion)
         return Response(DeletionSerializer(deletion).data, status=status.HTTP_201_CREATED)
 
 
