@@ -129,13 +129,15 @@ def build_server(*, user_id: int | None = None, base_url: str = "") -> MCPServer
         k: Annotated[int, Field(description="How many memories at most.", ge=1, le=tools.MAX_K)] = 5,
     ) -> dict[str, Any]:
         """The user's memories that DeLLM's retrieval finds for `query`, best first: id, date, text and why
-        (same words, similar meaning). Each search is logged (ids, client, time; never text)."""
+        (same words, similar meaning). A fact about the user (role `fact`) also names its `subject` and
+        `sources`, the messages it was drawn from. Each search is logged (ids, client, time; never text)."""
         return await _run(tools.search_memory, caller, ctx, query=query, k=k)
 
     @server.tool(annotations=reading)
     async def explain(id: Annotated[int, Field(description="A memory id.", ge=1)], ctx: Context) -> dict[str, Any]:
         """Where memory `id` came from (the memories it derives from, and why each) and what was derived
-        from it (everything that would go with it, each with its path)."""
+        from it (everything that would go with it, each with its path). A fact also says its `subject`,
+        whether it is `current`, and else which fact `superseded_by` it."""
         return await _run(tools.explain, caller, ctx, id=id)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))

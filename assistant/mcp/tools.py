@@ -19,8 +19,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import SimpleRateThrottle
 
 from chat.agent_memory import agent_access_get, memory_read_record, note_store
-from chat.models import INDEX_FIELDS, Message
+from chat.models import INDEX_FIELDS, Fact, Message
 from chat.retrieval.context import memory_search
+from chat.retrieval.facts import fact_sources, subject_facts, superseded_by
 from chat.selectors import message_get
 from core.api.client_input import unstorable
 from core.errors import DomainError, ValidationFailed
@@ -53,6 +54,7 @@ EDGE_WHY = {
     "agent": "an agent said it used it",
     "read": "an agent was shown it shortly before writing",
     "tool": "the tool call it is the result of, or a tool result it used",
+    "fact": "a fact drawn from the user's own words in it",
 }
 
 
@@ -122,21 +124,47 @@ def search_memory(*, user: User, client: str, query: object, k: object = 5) -> d
     k = _whole(k, "k", 1, MAX_K)
     throttle(user=user, scope="search")
     found = memory_search(owner_id=user.pk, text=query, k=k)
-    memory_read_record(owner_id=user.pk, client=client, tool="search_memory", message_ids=[m.pk for _, m in found])
+    facts = [message.pk for _, message in found if message.role == Message.Role.FACT]
+    subjects = _subjects(owner_id=user.pk, ids=facts)
+    # A fact's words are its sources' words: what was shown is the fact and the live messages it stands for.
+    shown = [m.pk for _, m in found] + [pk for item, _ in found for pk in item.sources]
+    memory_read_record(owner_id=user.pk, client=client, tool="search_memory", message_ids=shown)
+    memories = []
+    for item, message in found:
+        memory = {
+            "id": message.pk,
+            "seq": message.seq,
+            "role": message.role,
+            "thread": message.thread_id,
+            "date": _date(message),
+            "text": message.content,
+            "why": WHY.get(item.signal, item.signal),
+            "similarity": round(item.score, 4),
+        }
+        if message.role == Message.Role.FACT:
+            memory |= {"subject": subjects.get(message.pk), "sources": list(item.sources)}
+        memories.append(memory)
+    return {"memories": memories}
+
+
+def _subjects(*, owner_id: int, ids: list[int]) -> dict[int, str]:
+    """{fact id: its subject} (`chat.subjects.SUBJECTS`' keys)."""
+    if not ids:
+        return {}
+    return dict(Fact.objects.filter(owner_id=owner_id, message_id__in=ids).values_list("message_id", "subject"))
+
+
+def _fact(*, owner_id: int, message: Message) -> dict[str, Any]:
+    """What `explain` adds for a fact: its subject, its live sources, whether it is current (else, by which fact)."""
+    subject = _subjects(owner_id=owner_id, ids=[message.pk]).get(message.pk)
+    newer = superseded_by(subject_facts(owner_id=owner_id, subjects=[subject])) if subject else {}
+    live = message.is_live
     return {
-        "memories": [
-            {
-                "id": message.pk,
-                "seq": message.seq,
-                "role": message.role,
-                "thread": message.thread_id,
-                "date": _date(message),
-                "text": message.content,
-                "why": WHY.get(item.signal, item.signal),
-                "similarity": round(item.score, 4),
-            }
-            for item, message in found
-        ]
+        "subject": subject,
+        "fact_sources": fact_sources(owner_id=owner_id, ids=[message.pk]).get(message.pk, []),
+        # Supersession is computed among live facts (chat/retrieval/facts.py): a removed fact is neither.
+        "current": live and message.pk not in newer,
+        "superseded_by": newer.get(message.pk),
     }
 
 
@@ -151,8 +179,11 @@ def explain(*, user: User, client: str, id: object) -> dict[str, Any]:
         .defer(*INDEX_FIELDS)
         .in_bulk([edge.source_id for edge in message.context_edges])
     )
-    memory_read_record(owner_id=user.pk, client=client, tool="explain", message_ids=[message.pk])
-    return {
+    fact = _fact(owner_id=user.pk, message=message) if message.role == Message.Role.FACT else None
+    # A live fact's text is its sources' words: they count as shown with it.
+    shown = [message.pk, *(fact["fact_sources"] if fact and message.is_live else [])]
+    memory_read_record(owner_id=user.pk, client=client, tool="explain", message_ids=shown)
+    answer = {
         "id": message.pk,
         "seq": message.seq,
         "role": message.role,
@@ -176,6 +207,9 @@ def explain(*, user: User, client: str, id: object) -> dict[str, Any]:
         "dependent_count": dependents.count,
         "note": "Ids only for sources and dependents: explain them, or search, to read them.",
     }
+    if fact is not None:
+        answer |= {key: value for key, value in fact.items() if key != "fact_sources"}
+    return answer
 
 
 def remember(*, user: User, client: str, text: object, derived_from: object = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import pytest
 
 from assistant.mcp import tools
 from chat.agent_memory import agent_access_get, agent_access_set
+from chat.facts.extract import facts_extract_pass
 from chat.imports.history import history_import, history_parse
 from chat.models import ContextEdge, MemoryRead, Message
 from core.errors import Conflict, NotFound, ValidationFailed
@@ -337,3 +338,57 @@ def test_an_agent_s_forget_shows_no_text_and_matches_no_removed_message(owner, t
     assert "918273" not in str(answer)
     own = deletion_preview(owner=owner, actor=owner, mode="purge", exact="Lyon")
     assert sorted(own.matched_ids) == sorted([live.pk, hidden.pk])
+
+
+def _fact_of(owner, source):
+    return Message.objects.get(owner=owner, role="fact", in_edges__source=source)
+
+
+@pytest.mark.usefixtures("facts_on")
+def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(owner, thread):
+    said = make_message(thread, "I live in Lisbon near the river.")
+    facts_extract_pass(owner_id=owner.pk)
+    fact = _fact_of(owner, said)
+
+    found = tools.search_memory(user=owner, client=CLIENT, query="home city", k=5)
+
+    assert [(m["id"], m["role"], m["subject"], m["sources"]) for m in found["memories"]] == [
+        (fact.pk, "fact", "home", [said.pk])
+    ]
+    # The fact's words are its source's: the read log has both, though only the fact was listed.
+    assert list(MemoryRead.objects.values_list("tool", "message_ids")) == [
+        ("search_memory", sorted([fact.pk, said.pk]))
+    ]
+    # A message that is no fact has neither field (facts go first in what retrieval finds).
+    both = tools.search_memory(user=owner, client=CLIENT, query="Lisbon river", k=5)["memories"]
+    assert [(m["id"], "subject" in m, "sources" in m) for m in both] == [(fact.pk, True, True), (said.pk, False, False)]
+
+
+@pytest.mark.usefixtures("facts_on")
+def test_explain_of_a_fact_gives_subject_sources_supersession_and_dependents(owner, thread):
+    lisbon = make_message(thread, "I live in Lisbon near the river.")
+    porto = make_message(thread, "I moved to Porto last week, the new flat is great.")
+    facts_extract_pass(owner_id=owner.pk)
+    old, new = _fact_of(owner, lisbon), _fact_of(owner, porto)
+    note = _remember(owner, "Alice lives in Porto", derived_from=[new.pk])
+
+    of_old = tools.explain(user=owner, client=CLIENT, id=old.pk)
+    of_new = tools.explain(user=owner, client=CLIENT, id=new.pk)
+
+    assert (of_old["role"], of_old["subject"], of_old["current"], of_old["superseded_by"]) == (
+        "fact",
+        "home",
+        False,
+        new.pk,
+    )
+    assert (of_new["current"], of_new["superseded_by"]) == (True, None)
+    assert [(s["id"], s["date"], s["why"]) for s in of_new["sources"]] == [
+        (porto.pk, porto.created_at.isoformat(), "a fact drawn from the user's own words in it")
+    ]
+    assert [d["id"] for d in of_new["dependents"]] == [note["id"]]
+    assert list(MemoryRead.objects.filter(tool="explain").order_by("id").values_list("message_ids", flat=True)) == [
+        sorted([old.pk, lisbon.pk]),
+        sorted([new.pk, porto.pk]),
+    ]
+    # A message that is no fact says nothing of subjects.
+    assert "subject" not in tools.explain(user=owner, client=CLIENT, id=porto.pk)
