@@ -19,10 +19,14 @@ _MESSAGES = Message._meta.db_table
 MESSAGE_STATUS_FILTERS = ("active", "deleted", "purged", "expiring", "all")
 
 
-def thread_list(*, owner: User) -> QuerySet[Thread]:
-    """The owner's conversations, newest first (not the facts thread: its facts are on the profile page)."""
-    facts = Thread.objects.filter(owner=owner, source=FACTS_SOURCE, source_id=FACTS_SOURCE_ID)
-    return Thread.objects.filter(owner=owner).exclude(pk__in=facts.values("pk")).order_by("-updated_at", "-id")
+def thread_list(*, owner: User, with_facts: bool = False) -> QuerySet[Thread]:
+    """The owner's conversations, newest first (not the facts thread, whose facts are on the profile page,
+    unless `with_facts`: the export lists every thread its messages name)."""
+    threads = Thread.objects.filter(owner=owner)
+    if not with_facts:
+        facts = Thread.objects.filter(owner=owner, source=FACTS_SOURCE, source_id=FACTS_SOURCE_ID)
+        threads = threads.exclude(pk__in=facts.values("pk"))
+    return threads.order_by("-updated_at", "-id")
 
 
 def thread_get(*, owner: User, thread_id: int) -> Thread:

@@ -258,11 +258,14 @@ def history_import(
     (`chat.quotas.ImportAllowance`): the import lands a prefix of the file,
     each conversation whole, and importing the file again later adds the rest.
     """
+    # Facts of DeLLM's export are never copied (chat/imports/formats/dellm.py): counted, done and skipped at once.
     progress = ImportProgress(
         conversations_total=parsed.conversation_count + len(parsed.errors),
         conversations_failed=len(parsed.errors),
         conversations_done=len(parsed.errors),
-        messages_total=parsed.message_count,
+        messages_total=parsed.message_count + parsed.facts_skipped,
+        messages_done=parsed.facts_skipped,
+        messages_skipped=parsed.facts_skipped,
         errors=[error.as_dict() for error in parsed.errors],
     )
     if on_progress is not None:

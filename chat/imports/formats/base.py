@@ -23,6 +23,10 @@ from chat.imports.formats.schema import SKIP
 # derives from everything before it, as any reply no edge points at); `tool` a
 # `/v1` client's tool result, restored with its `tool` edges (never embedded).
 ROLES = ("user", "assistant", "summary", "system", "note", "tool")
+# A fact (role `fact`, chat/facts/) is derived from the user's messages: DeLLM's import
+# never copies one, nor an edge into or out of one (`ParseResult.facts_skipped`); the
+# importing account draws its own facts from the imported messages.
+DERIVED_ROLES = ("fact",)
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,9 @@ class ParseResult:
     # order, and `read(positions)` parses those again from the file,
     # {position: Conversation}, so that only they are held.
     outlines: list[Outline] | None = None
+    # DeLLM's export: the facts (DERIVED_ROLES) and the edges into or out of them left out.
+    facts_skipped: int = 0
+    fact_edges_skipped: int = 0
     read: Callable[[Collection[int]], dict[int, Conversation]] | None = None
 
     @property

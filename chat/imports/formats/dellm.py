@@ -22,6 +22,12 @@ a call of a reply with a `tool` edge to it, as `/v1` stores it. Only these two
 may have empty content; no other message has either field. What the edges leave out is decided on
 import: a reply with no edge into it derives from everything before it in its
 thread (`chat.writer.graph_store`).
+
+A fact (role `fact`) is never imported: it is derived, and the importing
+account draws its own from the imported user messages (the import job ends
+with an extraction pass, chat/imports/tasks.py). Facts and every edge into or
+out of one are skipped and counted (`ParseResult.facts_skipped`,
+`fact_edges_skipped`); the facts thread, left empty, is no conversation.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import math
 from typing import Any, NamedTuple
 
 from chat.imports.formats.base import (
+    DERIVED_ROLES,
     ROLES,
     Conversation,
     ConversationError,
@@ -50,7 +57,8 @@ FORMAT = "dellm"
 # ContextEdge.rank is a smallint; ids are bigints.
 MAX_RANK = 32767
 MAX_ID = 2**63 - 1
-SIGNALS = frozenset(ContextEdge.Signal.values) | {""}
+# A `fact` edge joins a fact to its source: skipped with the fact, never imported.
+SIGNALS = frozenset(ContextEdge.Signal.values) - {ContextEdge.Signal.FACT} | {""}
 
 
 class RawEdge(NamedTuple):
@@ -249,6 +257,9 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             by_thread[thread_id] = []
         # Message id -> key: an edge's keys are these very strings, not a copy per edge.
         known: dict[int, str] = {}
+        # The facts' ids: skipped, with every edge into or out of one.
+        derived: set[int] = set()
+        facts_threads: set[Any] = set()
         prompts: set[str] = set()
         # A reply's call ids, each tool result's (where, call id), and each message's thread (for the results below).
         called: dict[str, set[str]] = {}
@@ -259,6 +270,14 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if not isinstance(message, dict):
                 raise ConversationInvalid(where, "is not an object")
             message_id = _int(message.get("id"), f"{where}.id")
+            if message.get("role") in DERIVED_ROLES:
+                # Drawn again here from the imported messages, never copied (an export older than
+                # its thread in `threads` lists it all the same).
+                if message_id in known or message_id in derived:
+                    raise ConversationInvalid(f"{where}.id", "names a message listed before")
+                derived.add(message_id)
+                facts_threads.add(message.get("thread"))
+                continue
             thread_id = _int(message.get("thread"), f"{where}.thread")
             if thread_id not in by_thread:
                 raise ConversationInvalid(f"{where}.thread", "names a thread the export does not have")
@@ -271,7 +290,7 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             if not content.strip() and not calls and message["role"] != "tool":
                 raise ConversationInvalid(f"{where}.content", "is empty")
             key = f"{username}:{message_id}"
-            if message_id in known:
+            if message_id in known or message_id in derived:
                 raise ConversationInvalid(f"{where}.id", "names a message listed before")
             known[message_id] = key
             thread_of[key] = thread_id
@@ -304,8 +323,11 @@ def parse(document: Any, limits: Limits) -> ParseResult:
             where = f"edges[{index}]"
             if not isinstance(edge, RawEdge):
                 raise ConversationInvalid(where, "is not an object")
-            source = known.get(_int(edge.source, f"{where}.source"))
-            target = known.get(_int(edge.target, f"{where}.target"))
+            source_id, target_id = _int(edge.source, f"{where}.source"), _int(edge.target, f"{where}.target")
+            if source_id in derived or target_id in derived:
+                result.fact_edges_skipped += 1
+                continue
+            source, target = known.get(source_id), known.get(target_id)
             if source is None or target is None:
                 raise ConversationInvalid(where, "joins a message the export does not have")
             if target in prompts:
@@ -343,6 +365,8 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                     f"{where}.tool_call_id", "names no call of a reply with a tool edge to this message"
                 )
         for thread_id, rows in by_thread.items():
+            if not rows and thread_id in facts_threads:
+                continue  # the facts thread: nothing of it is imported
             rows.sort(key=lambda row: row[0])
             check_message_count(len(rows), limits)
             title, created_at = titles[thread_id]
@@ -355,8 +379,10 @@ def parse(document: Any, limits: Limits) -> ParseResult:
                 )
             )
         result.edges = edges_out
+        result.facts_skipped = len(derived)
     except ConversationInvalid as exc:
         result.conversations, result.edges = [], []
+        result.fact_edges_skipped = 0
         result.errors.append(
             ConversationError(conversation=f"{username} (the whole export)", field=exc.field, message=exc.message)
         )

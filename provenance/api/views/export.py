@@ -10,15 +10,16 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
+from chat.models import Fact, Message
 from chat.selectors import message_list, thread_list, with_edges
-from chat.serializers import MessageSerializer, ThreadSerializer
+from chat.serializers import ThreadSerializer
 from core.api.handler import errors
 from core.api.throttles import CostThrottle
 from core.types import AuthenticatedRequest, User
 from provenance.api.serializers.deletions import (
     DeletionSerializer,
 )
-from provenance.api.serializers.export import ExportEdgeSerializer, ExportSerializer
+from provenance.api.serializers.export import ExportEdgeSerializer, ExportMessageSerializer, ExportSerializer
 from provenance.deletions.selectors import deletion_list
 from provenance.graph import graph_edges
 
@@ -60,15 +61,24 @@ def _batches(iterable: Iterator[Any]) -> Iterator[list[Any]]:
         yield batch
 
 
+def _subjects(owner: User, batch: list[Message]) -> dict[int, str]:
+    """{fact id: its subject} of a batch's facts (one query, none without facts)."""
+    facts = [message.pk for message in batch if message.role == Message.Role.FACT]
+    if not facts:
+        return {}
+    return dict(Fact.objects.filter(owner=owner, message_id__in=facts).values_list("message_id", "subject"))
+
+
 def _export_chunks(*, owner: User) -> Iterator[str]:
     """The export document of API.md (ExportSerializer's shape), a chunk at a time."""
     head = {"exported_at": timezone.now(), "username": owner.get_username()}
     yield _json(head)[:-1]
-    yield ',"threads":' + _json(ThreadSerializer(thread_list(owner=owner), many=True).data)
+    # The facts thread too: facts are messages of the export (role `fact`, with their subject and edges).
+    yield ',"threads":' + _json(ThreadSerializer(thread_list(owner=owner, with_facts=True), many=True).data)
     messages = message_list(owner=owner)
     yield ',"messages":'
     yield from _json_items(
-        MessageSerializer(with_edges(batch), many=True).data
+        ExportMessageSerializer(with_edges(batch), many=True, context={"subjects": _subjects(owner, batch)}).data
         for batch in _batches(messages.iterator(chunk_size=EXPORT_CHUNK))
     )
     yield ',"edges":'
