@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
-from django.db.models import BooleanField, ExpressionWrapper, Func, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Func, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Substr
 
-from chat.models import LIVE_STATUSES, ContextEdge, Message, Thread
+from chat.models import LIVE_STATUSES, ContextEdge, Fact, Message, Thread
 from core.errors import NotFound
 from core.types import User
 
@@ -33,6 +33,10 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
         snippet=Substr("content", 1, LABEL_CHARS + 1),
         # A reply that called tools: drawn as a tool step (the calls themselves are not read).
         called=ExpressionWrapper(Q(tool_calls__isnull=False), output_field=BooleanField()),
+        # A fact's subject (chat/subjects.py); null for every other message.
+        subject=Subquery(
+            Fact.objects.filter(owner_id=OuterRef("owner_id"), message_id=OuterRef("pk")).values("subject")[:1]
+        ),
     ).order_by("seq")
 
 
@@ -94,6 +98,7 @@ class GraphNode(NamedTuple):
     imported_from: str
     snippet: str  # the first LABEL_CHARS + 1 characters
     called: bool  # a reply that called tools
+    subject: str | None  # a fact's subject
 
 
 class GraphEdge(NamedTuple):

@@ -32,17 +32,19 @@ const COLORS = {
   toolCall: "#ea580c",
   toolResult: "#0891b2",
   note: "#be185d",
+  fact: "#15803d",
 };
 
 // How a big graph's edges look on the explorer's own edge layer
 // (graph/edge-layer.js), as the stylesheet below draws a small graph's: the
-// same colours and opacities, and the same order (a tool step's look wins
-// over a first-ranked one's, which wins over an agent's).
+// same colours and opacities, and the same order (a fact's look wins over a
+// tool step's, which wins over a first-ranked one's, which wins over an agent's).
 export const EDGE_LOOKS = {
   plain: { color: COLORS.edge, opacity: 0.55 },
   agent: { color: COLORS.note, opacity: 0.55, width: 1.5, dashed: true },
   first: { color: "#64748b", opacity: 0.8 },
   tool: { color: COLORS.toolCall, opacity: 0.9, dashed: true },
+  fact: { color: COLORS.fact, opacity: 0.8, dashed: true },
   faded: { opacity: 0.06 },
   dep: { color: COLORS.danger, opacity: 0.9 },
 };
@@ -54,6 +56,7 @@ export function edgeLook(data) {
   if (data.signal === "agent") Object.assign(look, EDGE_LOOKS.agent);
   if (data.rank === 0) Object.assign(look, EDGE_LOOKS.first);
   if (data.signal === "tool") Object.assign(look, EDGE_LOOKS.tool);
+  if (data.signal === "fact") Object.assign(look, EDGE_LOOKS.fact);
   look.key = `${look.color} ${look.opacity} ${look.width} ${look.dashed}`;
   return look;
 }
@@ -105,6 +108,8 @@ export function stylesheet({ big }) {
     { selector: 'node[tool_step = "result"]', style: { shape: "barrel", "background-color": COLORS.toolResult } },
     // An agent's note (MCP `remember`): memory that derives from what the agent said it used.
     { selector: 'node[role = "note"]', style: { shape: "round-tag", "background-color": COLORS.note } },
+    // A fact about the user (chat/facts/): derived from the user's own words, with a fact edge from each source.
+    { selector: 'node[role = "fact"]', style: { shape: "star", "background-color": COLORS.fact } },
     // Imported: provenance unknown (every earlier message of its conversation is a source).
     { selector: 'node[imported = "yes"]', style: { "border-width": 3, "border-style": "double", "border-color": COLORS.imported } },
     {
@@ -136,6 +141,8 @@ export function stylesheet({ big }) {
     { selector: "edge[rank = 0]", style: { "line-color": EDGE_LOOKS.first.color, ...arrow(EDGE_LOOKS.first.color), opacity: EDGE_LOOKS.first.opacity } },
     // call -> result -> the reply that used it.
     { selector: 'edge[signal = "tool"]', style: { "line-color": EDGE_LOOKS.tool.color, ...arrow(EDGE_LOOKS.tool.color), "line-style": "dashed", opacity: EDGE_LOOKS.tool.opacity } },
+    // message -> the fact drawn from it.
+    { selector: 'edge[signal = "fact"]', style: { "line-color": EDGE_LOOKS.fact.color, ...arrow(EDGE_LOOKS.fact.color), "line-style": "dashed", opacity: EDGE_LOOKS.fact.opacity } },
     { selector: ".faded", style: { opacity: 0.12 } },
     { selector: "edge.faded", style: { opacity: EDGE_LOOKS.faded.opacity } },
     { selector: "node.dep", style: { "background-color": COLORS.danger, "border-width": 3, "border-color": "#fecaca", "border-style": "solid" } },

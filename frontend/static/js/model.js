@@ -19,6 +19,7 @@ export function roleLabel(role, { byline = false } = {}) {
   if (role === "system") return byline ? "System prompt" : "system prompt";
   if (role === "tool") return byline ? "Tool result" : "tool";
   if (role === "note") return byline ? "Agent note" : "agent note";
+  if (role === "fact") return byline ? "Fact" : "fact";
   return "DeLLM";
 }
 

@@ -55,6 +55,10 @@ class NodeDataSerializer(serializers.Serializer):
         allow_null=True,
         help_text="call (a reply that called a `/v1` client's tools), result (the client's tool result), or null.",
     )
+    subject = serializers.CharField(
+        allow_null=True,
+        help_text="A fact's subject (role `fact`: one of chat/subjects.py's keys, e.g. home, work); null otherwise.",
+    )
 
 
 class NodeSerializer(serializers.Serializer):
@@ -68,8 +72,8 @@ class EdgeDataSerializer(serializers.Serializer):
     score = serializers.FloatField()
     rank = serializers.IntegerField()
     signal = serializers.CharField(
-        help_text="vector, lexical, both, transcript, system, agent (an agent's note derives from it), or empty "
-        "(the question; window/full contexts)."
+        help_text="vector, lexical, both, transcript, system, agent (an agent's note derives from it), fact (a fact "
+        "drawn from it), or empty (the question; window/full contexts)."
     )
 
 
@@ -124,6 +128,7 @@ def _node_data(node: GraphNode, *, staff: bool) -> dict[str, Any]:
         "thread": node.thread_id,
         "imported_from": node.imported_from or None,
         "tool_step": tool_step,
+        "subject": node.subject,
     }
 
 

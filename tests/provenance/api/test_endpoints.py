@@ -160,6 +160,7 @@ def test_graph_is_cytoscape_elements(api, thread):
             "thread": thread.pk,
             "imported_from": None,
             "tool_step": None,
+            "subject": None,
         }
     }
     assert graph["nodes"][-1]["data"]["label"] == "#5 user: " + "x" * 40 + "…"

@@ -17,12 +17,14 @@ function legend() {
     el("li", { title: "The model called a tool of your OpenAI-compatible client" }, el("span", { class: "key key-tool-call" }), "tool call"),
     el("li", { title: "Your client's tool result: it derives from the call, and the reply that used it from it" }, el("span", { class: "key key-tool-result" }), "tool result"),
     el("li", { title: "Written by an agent over MCP: it derives from the memories the agent said it used" }, el("span", { class: "key key-note" }), roleLabel("note")),
+    el("li", { title: "A fact about you, drawn from your own words: it leaves with the messages it was drawn from" }, el("span", { class: "key key-fact" }), roleLabel("fact")),
     el("li", {}, el("span", { class: "key key-expiring" }), "expiring"),
     el("li", { title: "Imported from another tool: every earlier message of its conversation counts as a source" }, el("span", { class: "key key-imported" }), "imported"),
     el("li", {}, el("span", { class: "key key-removed" }), "deleted / purged"),
     el("li", {}, el("span", { class: "key key-edge" }), "used by (thicker = closer match)"),
     el("li", {}, el("span", { class: "key key-edge-tool" }), "tool step"),
     el("li", { title: "An agent said it used this memory to write its note" }, el("span", { class: "key key-edge-agent" }), "agent used"),
+    el("li", { title: "A fact was drawn from this message" }, el("span", { class: "key key-edge-fact" }), "fact drawn from"),
   );
 }
 
