@@ -106,6 +106,7 @@ def deletion_answer(http: HttpRequest, *, owner: User, text: str, parsed: Comple
             "system_message_id": None,
             "reply_id": None,
             "context": [],
+            "facts": [],
         },
     )
 

@@ -32,6 +32,7 @@ from assistant.openai.wire import (
     usage,
 )
 from chat.models import INDEX_FIELDS, ContextEdge, Message, Turn
+from chat.retrieval.facts import fact_sources
 from core.streams.endpoint import on_db_briefly
 from core.streams.sse import event_stream_response
 from core.streams.wait import Watch, watch_async, watch_sync
@@ -80,6 +81,8 @@ class Outcome:
     reply_id: int | None = None
     context: tuple[int, ...] = ()
     context_seqs: tuple[int, ...] = ()
+    # The facts among `context`, in its order: (fact id, the live messages it was drawn from).
+    facts: tuple[tuple[int, tuple[int, ...]], ...] = ()
     prompt_chars: int = 0
     # The model called the client's tools: [{"id", "name", "arguments"}] (finish_reason "tool_calls").
     tool_calls: tuple[dict[str, str], ...] = ()
@@ -109,14 +112,17 @@ def turn_outcome(turn_id: int, owner_id: int) -> Outcome | None:
         .exclude(signal__in=[ContextEdge.Signal.SYSTEM, ContextEdge.Signal.TOOL])
         .order_by("rank")
         .annotate(chars=Length("source__content"))
-        .values_list("source_id", "source__seq", "chars")
+        .values_list("source_id", "source__seq", "chars", "source__role")
     )
+    facts = [row[0] for row in sources if row[3] == Message.Role.FACT]
+    drawn_from = fact_sources(owner_id=owner_id, ids=facts)
     return Outcome(
         done=True,
         text=turn.reply.content,
         reply_id=turn.reply_id,
         context=tuple(row[0] for row in sources),
         context_seqs=tuple(row[1] for row in sources),
+        facts=tuple((pk, tuple(drawn_from.get(pk, ()))) for pk in facts),
         prompt_chars=len(turn.user_message.content) + sum(row[2] or 0 for row in sources),
         tool_calls=tuple(turn.reply.tool_calls or ()),
     )
@@ -260,6 +266,7 @@ def _dellm(prepared: Prepared, outcome: Outcome) -> dict[str, Any]:
         "reply_id": outcome.reply_id,
         "context": list(outcome.context),
         "context_seqs": list(outcome.context_seqs),
+        "facts": [{"id": pk, "sources": list(sources)} for pk, sources in outcome.facts],
     }
 
 

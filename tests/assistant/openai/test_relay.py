@@ -42,7 +42,7 @@ def test_tokens_then_the_reply_then_done():
     assert contents(parts) == ["", "Hello ", "there.", None]
     assert parts[-1] == "data: [DONE]\n\n"
     final = json.loads(parts[-2].removeprefix("data: "))
-    assert final["dellm"] == {"turn_id": 7, "reply_id": 9, "context": [2], "context_seqs": [1]}
+    assert final["dellm"] == {"turn_id": 7, "reply_id": 9, "context": [2], "context_seqs": [1], "facts": []}
 
 
 def test_missed_tokens_are_sent_before_the_end():

@@ -85,6 +85,7 @@ def test_completion_object_is_openais(v1, owner):
         "reply_id": reply.pk,
         "context": [],
         "context_seqs": [],
+        "facts": [],
         "stored": 0,
         "dropped": 0,
     }
