@@ -3,8 +3,9 @@
 from dataclasses import dataclass
 
 # The thread an owner's facts are stored in (`chat.writer.facts`): one per owner, made with the first fact,
-# never listed among the conversations (the profile page shows its facts).
-FACTS_SOURCE = "dellm"
+# never listed among the conversations (the profile page shows its facts). Its source is no import format's
+# ("dellm" is DeLLM's own export's), so no import or purge of an import takes it for an imported conversation.
+FACTS_SOURCE = "memory"
 FACTS_SOURCE_ID = "facts"
 FACTS_TITLE = "What DeLLM knows about you"
 

@@ -40,6 +40,11 @@ class FactView:
     def state(self) -> str:
         return "superseded" if self.superseded_by is not None else "current"
 
+    @property
+    def said_at(self) -> datetime:
+        """When its newest live source was said (what orders facts and decides which one is current)."""
+        return max((source.said_at for source in self.sources), default=self.message.said_at)
+
 
 def _superseded(owner_id: int) -> dict[int, int]:
     singles = [key for key, subject in SUBJECTS.items() if subject.single]

@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from chat.models import ImportJob, ImportUpload, Message, Thread
 from chat.source_keys import source_key_digest
+from chat.subjects import FACTS_SOURCE
 from chat.threads import NOTES_SOURCE
 from chat.writer import (
     messages_source_keys_digest,
@@ -35,9 +36,12 @@ def purged_imports_scrub(*, owner_id: int, message_ids: list[int]) -> dict[str, 
     thread_ids = sorted(
         set(Message.objects.filter(owner_id=owner_id, pk__in=message_ids).values_list("thread_id", flat=True))
     )
-    # The agent notes' thread is ours, not an import: its title and key hold no text.
+    # The agent notes' and the facts' threads are ours, not imports: their titles and keys hold no text.
     threads = list(
-        Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids).exclude(source="").exclude(source=NOTES_SOURCE)
+        Thread.objects.filter(owner_id=owner_id, pk__in=thread_ids)
+        .exclude(source="")
+        .exclude(source=NOTES_SOURCE)
+        .exclude(source=FACTS_SOURCE)
     )
     keys = {thread.source_id: source_key_digest(owner_id=owner_id, key=thread.source_id) for thread in threads}
     # The jobs that imported into these threads (their file name), and any job

@@ -25,15 +25,22 @@ from chat.models import LIVE_STATUSES, ContextEdge, Fact, Message
 from chat.subjects import SUBJECTS
 
 FACT = str(Message.Role.FACT)
+FACT_SIGNAL = str(ContextEdge.Signal.FACT)
 
 _MESSAGES = Message._meta.db_table
 _FACTS = Fact._meta.db_table
 _EDGES = ContextEdge._meta.db_table
 
-# Every live fact of the owner's subjects %(subjects)s, newest said first.
+# Every live fact of the owner's subjects %(subjects)s, newest said first. A fact is as new as the newest
+# of its live sources (said again later, it is newer; its newest source removed, older), never its own row's date.
 _SUBJECT_FACTS_SQL = f"""
-SELECT f.subject, m.id, m.seq, m.content, coalesce(m.source_created_at, m.created_at) AS said_at
+SELECT f.subject, m.id, m.seq, m.content, said.at AS said_at
 FROM {_FACTS} f JOIN {_MESSAGES} m ON m.owner_id = f.owner_id AND m.id = f.message_id
+CROSS JOIN LATERAL (
+    SELECT coalesce(max(coalesce(s.source_created_at, s.created_at)), m.created_at) AS at
+    FROM {_EDGES} e JOIN {_MESSAGES} s ON s.owner_id = e.owner_id AND s.id = e.source_id
+    WHERE e.owner_id = m.owner_id AND e.target_id = m.id AND e.signal = %(fact)s AND s.status = ANY(%(live)s)
+) said
 WHERE f.owner_id = %(owner)s AND f.subject = ANY(%(subjects)s) AND m.status = ANY(%(live)s)
 ORDER BY f.subject, said_at DESC, m.seq DESC
 """
@@ -62,7 +69,9 @@ def subject_facts(*, owner_id: int, subjects: Iterable[str]) -> dict[str, list[L
     if not wanted:
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(_SUBJECT_FACTS_SQL, {"owner": owner_id, "subjects": wanted, "live": LIVE_STATUSES})
+        cursor.execute(
+            _SUBJECT_FACTS_SQL, {"owner": owner_id, "subjects": wanted, "live": LIVE_STATUSES, "fact": FACT_SIGNAL}
+        )
         rows = cursor.fetchall()
     facts: dict[str, list[LiveFact]] = defaultdict(list)
     for subject, pk, seq, content, said_at in rows:
@@ -83,7 +92,7 @@ def fact_sources(*, owner_id: int, ids: Iterable[int]) -> dict[int, list[int]]:
     if not wanted:
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(_SOURCES_SQL, {"owner": owner_id, "ids": wanted, "live": LIVE_STATUSES, "fact": FACT})
+        cursor.execute(_SOURCES_SQL, {"owner": owner_id, "ids": wanted, "live": LIVE_STATUSES, "fact": FACT_SIGNAL})
         rows = cursor.fetchall()
     found: dict[int, list[int]] = defaultdict(list)
     for target, source in rows:

@@ -12,7 +12,8 @@ from datetime import datetime
 from django.db import transaction
 
 from chat.models import ContextEdge, Fact, Message, Thread
-from chat.subjects import FACTS_SOURCE, FACTS_SOURCE_ID, FACTS_TITLE
+from chat.retrieval.facts import subject_facts
+from chat.subjects import FACTS_SOURCE, FACTS_SOURCE_ID, FACTS_TITLE, SUBJECTS
 from chat.writer.messages import Source, edges_add, message_store
 from core.db.locks import owner_lock
 
@@ -23,6 +24,22 @@ def facts_thread(*, owner_id: int) -> Thread:
         owner_id=owner_id, source=FACTS_SOURCE, source_id=FACTS_SOURCE_ID, defaults={"title": FACTS_TITLE}
     )
     return thread
+
+
+def _same_current(*, owner_id: int, thread_id: int, subject: str, text: str) -> int | None:
+    """The live fact of `subject` that says `text` and that no newer fact supersedes, if there is one."""
+    same = Message.objects.filter(
+        owner_id=owner_id, thread_id=thread_id, role=Message.Role.FACT, status__in=Message.LIVE, content__iexact=text
+    ).values("pk")
+    ids = set(
+        Fact.objects.filter(owner_id=owner_id, subject=subject, message_id__in=same).values_list(
+            "message_id", flat=True
+        )
+    )
+    if not ids or not SUBJECTS[subject].single:
+        return min(ids, default=None)
+    newest = subject_facts(owner_id=owner_id, subjects=[subject]).get(subject, [])
+    return newest[0].id if newest and newest[0].id in ids else None
 
 
 def fact_store(
@@ -37,7 +54,8 @@ def fact_store(
 ) -> tuple[Message | int, bool]:
     """Store the fact `text` about `subject`, drawn from `sources`; (the fact or its id, whether it is new).
 
-    An identical live fact of the same subject gains edges from `sources` instead. Refused with
+    An identical live fact of the same subject gains edges from `sources` instead, unless a newer fact
+    supersedes it: the statement said again is then a new fact, current again ("Lisbon, Porto, Lisbon"). Refused with
     `SourcesRemoved` (nothing written) unless every source is live. `replaces`: the removed fact this
     one re-derives (an undo of the deletion removes it again, chat/facts/rederive.py).
     """
@@ -45,18 +63,8 @@ def fact_store(
     thread = facts_thread(owner_id=owner_id)
     with transaction.atomic():
         owner_lock(owner_id)
-        same = (
-            Message.objects.filter(
-                owner_id=owner_id,
-                thread_id=thread.pk,
-                role=Message.Role.FACT,
-                status__in=Message.LIVE,
-                content__iexact=text,
-            )
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if same is not None and Fact.objects.filter(message_id=same, subject=subject).exists():
+        same = _same_current(owner_id=owner_id, thread_id=thread.pk, subject=subject, text=text)
+        if same is not None:
             edges_add(owner_id=owner_id, target_id=same, sources=edges)
             return same, False
         fact = message_store(

@@ -29,7 +29,7 @@ class FactBaseSerializer(serializers.Serializer):
     superseded_by = serializers.IntegerField(allow_null=True)
     decision = serializers.ChoiceField(choices=["", "approved"], help_text="approved: the user confirmed it.")
     extractor = serializers.CharField(help_text="rules (offline), model, or user (a correction).")
-    said_at = serializers.DateTimeField(source="message.said_at", help_text="When its newest source was said.")
+    said_at = serializers.DateTimeField(help_text="When its newest live source was said.")
     created_at = serializers.DateTimeField(source="message.created_at")
     sources = FactSourceSerializer(many=True)
 
