@@ -35,3 +35,8 @@ class DeletionsPage(AppPage):
 class ImportPage(AppPage):
     template_name = "imports.html"
     nav = "imports"
+
+
+class FactsPage(AppPage):
+    template_name = "facts.html"
+    nav = "facts"
