@@ -7,6 +7,7 @@ import { roleTag } from "./model.js";
 import { importedBadge, importedCascadeNote } from "./imported.js";
 import { toolStepBadge, toolStepsNote } from "./tool-steps.js";
 import { agentReadsNote, readByBadge, readersByMessage } from "./agent-reads.js";
+import { factsEffect, previewExtraIds, relatedPicker } from "./preview-facts.js";
 import { followRewrites, progressText, redactionEditor, regenerateChoice, undoSummary } from "./rewrites.js";
 import { confirmDialog, modeLabel, modePicker, pathLabel } from "./ui.js";
 
@@ -61,10 +62,36 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
     return card;
   }
 
-  const ids = [...deletion.matched, ...deletion.dependents];
-  messagesById(ids)
-    .then((found) => render(found))
-    .catch((error) => replaceChildren(body, el("p", { class: "error-text" }, error.message)));
+  // What else says the same comes with the first preview only; ticking it makes a new preview
+  // of what was asked plus the ticked ids (a preview's selection is fixed), shown in this card.
+  const related = deletion.related || [];
+  const asked = deletion.matched;
+  const ticked = new Set();
+  let ids;
+  function load() {
+    ids = [...deletion.matched, ...deletion.dependents];
+    messagesById([...ids, ...previewExtraIds({ facts: deletion.facts, related })])
+      .then((found) => render(found))
+      .catch((error) => replaceChildren(body, el("p", { class: "error-text" }, error.message)));
+  }
+  load();
+
+  async function include(id, on) {
+    if (on) ticked.add(id);
+    else ticked.delete(id);
+    body.querySelectorAll("input, button, textarea").forEach((item) => (item.disabled = true));
+    try {
+      const fresh = await api.previewDeletion({ mode: "soft", select: { ids: [...asked, ...ticked] } });
+      await api.cancelDeletion(deletion.id);
+      deletion = fresh;
+      card.dataset.deletion = fresh.id;
+    } catch (error) {
+      toast(error.message, { kind: "error" });
+      if (on) ticked.delete(id);
+      else ticked.add(id);
+    }
+    load();
+  }
 
   function render(found) {
     const seqOf = (id) => found.get(id)?.seq;
@@ -146,7 +173,9 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
       importedCascadeNote(deletion.imported_dependents?.length || 0),
       toolStepsNote(toolKinds.size),
       agentReadsNote(deletion.agent_reads),
+      factsEffect(deletion.facts, found),
       list,
+      relatedPicker({ related, found, ticked, inside: ids, name: `${titleId}-related`, onToggle: include }),
       more,
       form,
     );
