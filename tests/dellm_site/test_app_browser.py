@@ -247,7 +247,14 @@ def test_every_page_looks_finished_at_desktop_and_phone_width(open_page, transac
     make_user("gale")
     page = open_page(width=width, height=900)
     sign_in(page, "gale")
-    for path, name in [("/", "chat"), ("/graph/", "graph"), ("/deletions/", "deletions"), ("/import/", "import")]:
+    pages = [
+        ("/", "chat"),
+        ("/graph/", "graph"),
+        ("/deletions/", "deletions"),
+        ("/import/", "import"),
+        ("/facts/", "facts"),
+    ]
+    for path, name in pages:
         page.goto(path)
         page.wait_for_load_state("networkidle")
         # Nothing wider than the window, and each header link on one line.
@@ -258,6 +265,9 @@ def test_every_page_looks_finished_at_desktop_and_phone_width(open_page, transac
         badge = page.locator(".model-badge").bounding_box()
         assert badge["x"] + badge["width"] <= width, path
         screenshot(page, f"page-{name}-{width}")
+    # A new user's facts page says what facts are and where they come from.
+    page.goto("/facts/")
+    expect(page.locator(".empty-state")).to_contain_text("from your own words")
     # The import form: its button clear of the next heading.
     page.goto("/import/")
     button = page.get_by_role("button", name="Import").bounding_box()
