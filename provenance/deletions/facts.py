@@ -102,12 +102,10 @@ def related_information(*, owner: User, matched: list[int], members: set[int]) -
             if fact.id not in members:
                 related.setdefault(fact.id, {"id": fact.id, "kind": "fact", "reason": f"a fact about {label}"})
         kept = [f.id for f in ordered if f.id not in members]
-        for fact_id, ids in fact_sources(owner_id=owner.pk, ids=kept).items():
+        for ids in fact_sources(owner_id=owner.pk, ids=kept).values():
             for pk in ids:
                 if pk not in members:
-                    related.setdefault(
-                        pk, {"id": pk, "kind": "message", "reason": f"says a fact about {label} (#{fact_id})"}
-                    )
+                    related.setdefault(pk, {"id": pk, "kind": "message", "reason": f"says a fact about {label}"})
     roots = Message.objects.filter(
         owner=owner, pk__in=matched, embedding__isnull=False, embedding_model=settings.DELLM_EMBEDDING_MODEL
     )

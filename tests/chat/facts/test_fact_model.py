@@ -1,0 +1,89 @@
+"""The extractor with a configured model, against a local OpenAI-compatible server and the real `openai` client."""
+
+import json
+
+import pytest
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from chat.facts.extract import facts_extract_pass
+from chat.models import Fact, FactCursor, Message
+from tests.factories import make_message
+
+pytestmark = pytest.mark.usefixtures("facts_on")
+
+LISBON = json.dumps({"facts": [{"subject": "home", "statement": "I live in Lisbon."}]})
+
+
+@pytest.fixture
+def model(settings, openai_server):
+    settings.DELLM_FACTS_EXTRACTOR = "model"
+    return openai_server
+
+
+def facts(owner) -> list[tuple[str, str]]:
+    rows = Message.objects.filter(owner=owner, role="fact", status="active").order_by("pk")
+    return [(Fact.objects.get(message_id=m.pk).extractor, m.content) for m in rows]
+
+
+def test_one_call_per_message_with_a_json_schema_and_the_message_as_data(owner, thread, model):
+    model.script = [("ok", LISBON)]
+    message = make_message(thread, "Lisbon has been home for years now.")
+    facts_extract_pass(owner_id=owner.pk)
+    assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
+    [request] = model.requests
+    body = request["body"]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["facts"]["items"]["properties"]["subject"][
+        "enum"
+    ][:2] == ["name", "home"]
+    assert body["messages"][-1] == {"role": "user", "content": message.content}
+
+
+def test_a_malformed_answer_is_asked_again(owner, thread, model):
+    model.script = [("ok", "Sure! Here are the facts: home = Lisbon"), ("ok", LISBON)]
+    make_message(thread, "Lisbon has been home for years now.")
+    facts_extract_pass(owner_id=owner.pk)
+    assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
+    assert len(model.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [("ok", "not json"), ("ok", '{"facts": "Lisbon"}')],
+        [("ok", json.dumps({"facts": [{"subject": "weather", "statement": "It rains."}]}))] * 2,
+        [("ok", json.dumps({"facts": [{"subject": "home", "statement": "x" * 301}]}))] * 2,
+        [("status", 500), ("status", 500)],
+    ],
+    ids=["not-json-then-wrong-shape", "unknown-subject", "too-long", "server-errors"],
+)
+def test_two_bad_answers_record_a_failure_by_id_and_store_nothing_of_that_message(owner, thread, model, answers):
+    model.script = [*answers, ("ok", LISBON)]
+    failing = make_message(thread, "Something the model cannot read.")
+    make_message(thread, "Lisbon has been home for years now.")
+    facts_extract_pass(owner_id=owner.pk)
+    # The next message was read as usual; of the failing one, nothing, and its id (never its text) is kept.
+    assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
+    assert FactCursor.objects.get(owner=owner).failed == [failing.pk]
+
+
+def test_half_a_good_answer_is_never_stored(owner, thread, model):
+    half = {"facts": [{"subject": "home", "statement": "I live in Lisbon."}, {"subject": "pet"}]}
+    model.script = [("ok", json.dumps(half))] * 2
+    make_message(thread, "Lisbon, and a dog.")
+    facts_extract_pass(owner_id=owner.pk)
+    assert facts(owner) == []
+
+
+def test_the_model_budget_bounds_a_pass_and_the_rest_waits(owner, thread, model, monkeypatch):
+    # The owner's chat budget: each extraction call spends one message of it.
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict(api_settings.DEFAULT_THROTTLE_RATES, chat="2/min"))
+    model.script = [("ok", LISBON)] * 3
+    for _ in range(3):
+        make_message(thread, "Lisbon has been home for years now.")
+    done = facts_extract_pass(owner_id=owner.pk)
+    assert done.more and done.wait is not None and len(model.requests) == 2
+    assert len(FactCursor.objects.filter(owner=owner)) == 1
+    # The third message is still ahead of the cursor: the next pass reads it.
+    assert FactCursor.objects.get(owner=owner).seq == Message.objects.filter(owner=owner, role="user")[1].seq

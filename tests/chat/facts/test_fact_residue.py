@@ -1,0 +1,65 @@
+"""A purge of a fact's source leaves no word of the fact anywhere a forensic reader would look (I3)."""
+
+import pytest
+from django.db import connection
+
+from chat.facts.extract import facts_extract_pass
+from chat.models import Fact, Message
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
+from provenance.erasure.eraser import scrub
+from provenance.erasure.registry import TABLES
+from tests.factories import make_message
+from tests.helpers import heap_tuples, relation_files
+
+# Words no other test uses: a rolled-back test leaves its own in relation files until a flush.
+WORDS = (b"exholm", b"uillbury")  # as written and as lexemes (lower case)
+SAID = "I live in Vexholm and work as a nurse at the Quillbury clinic."
+
+
+def _indexes() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
+            "WHERE (t.relname = ANY(%(tables)s) "
+            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
+            {"tables": list(TABLES)},
+        )
+        return sorted(name for (name,) in cursor.fetchall())
+
+
+def _residue() -> dict[str, list[bytes]]:
+    """{relation: the purged words in it}: every table's tuples (and TOAST's), every index's whole file."""
+    found = {}
+    for name, data in relation_files([*TABLES, *_indexes()]).items():
+        text = heap_tuples(data) if name.removesuffix(":toast") in TABLES else data
+        if words := [word for word in WORDS if word in text]:
+            found[name] = words
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("facts_on")
+def test_a_purged_source_takes_its_facts_words_from_every_table_and_index(owner, thread):
+    source = make_message(thread, SAID)
+    make_message(thread, "I love hiking in the hills.")
+    facts_extract_pass(owner_id=owner.pk)
+    facts = Message.objects.filter(owner=owner, role="fact")
+    assert sorted(facts.values_list("content", flat=True)) == [
+        "Home city: I live in Vexholm.",
+        "Likes and hobbies: I love hiking in the hills.",
+        "Work and job: I work as a nurse at the Quillbury clinic.",
+    ]
+    assert set(_residue()) >= {"chat_message", "message_search_gin"}  # the test sees the words before
+
+    preview = deletion_preview(owner=owner, actor=owner, ids=[source.pk], mode="purge")
+    done = deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+    gone = facts.filter(content="", status="purged")
+    assert set(done.deleted_ids) == {source.pk, *gone.values_list("pk", flat=True)} and gone.count() == 2
+    # The subjects stay (a closed list's keys, never words); the live fact is untouched.
+    assert Fact.objects.filter(owner=owner).count() == 3
+    assert facts.filter(status="active").get().content == "Likes and hobbies: I love hiking in the hills."
+    scrub()  # what beat runs every scrub interval: the purging owner's part of each text index
+    assert _residue() == {}
