@@ -30,12 +30,14 @@ SUBJECTS = {
         Subject("study", "Studies", single=True),
         Subject("age", "Age and birthday", single=True),
         Subject("partner", "Partner", single=True),
-        Subject("family", "Family", single=False),
+        Subject("family", "Family and friends", single=False),
         Subject("pet", "Pets", single=False),
         Subject("health", "Diet and health", single=False),
         Subject("likes", "Likes and hobbies", single=False),
         Subject("dislikes", "Dislikes", single=False),
         Subject("plans", "Plans", single=False),
+        Subject("events", "Things you did", single=False),
+        Subject("routine", "Daily life", single=False),
     )
 }
 SUBJECT_KEYS = tuple(SUBJECTS)

@@ -30,20 +30,49 @@ _VERBS = (
     r"live|lived|work|worked|have|had|love|like|enjoy|study|studied|moved|got|started|play|own|adopted|"
     r"grew|was|am|'m|hate|prefer|speak|teach|run|volunteer|coach"
 )
+# Animals people keep (a pet's fact names one of them).
+_PETS = (
+    "dog|cat|parrot|rabbit|hamster|horse|turtle|tortoise|bird|ferret|goldfish|fish|guinea\\s+pig|snake|lizard|"
+    "gecko|budgie|canary|pony|iguana|chinchilla|rat|mouse|chicken"
+)
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 # Where a statement goes on with another of the user's verbs: the clause after it is about the user too.
 _CLAUSES = re.compile(rf",?\s+(?:and|but|and\s+i|but\s+i)\s+(?=(?:{_VERBS})\b)", re.IGNORECASE)
 _MARKERS = re.compile(
     r"^(?:so|well|actually|yeah|yes|oh|also|btw|by\s+the\s+way|anyway|ok|okay|hi|hey|hello|and|but|fun\s+fact|"
-    r"just\s+so\s+you\s+know|for\s+context|fyi)\b[\s,:!.-]*",
+    r"just\s+so\s+you\s+know|for\s+context|fyi|honestly|frankly|sorry|big\s+news|guess\s+what|quick\s+update|"
+    r"update)\b[\s,:!.-]*",
     re.IGNORECASE,
 )
 _FIRST_PERSON = re.compile(r"^(?:i\b|i'm\b|i've\b|my\b)", re.IGNORECASE)
+# A statement about the user names them somewhere ("Had to skip dessert because I'm allergic to nuts").
+_ABOUT_USER = re.compile(r"\b(?:i|i'm|i've|i'd|my|me|we|we're|we've|our)\b", re.IGNORECASE)
+# A request or a question, however it ends ("Suggest a walk for me and my dog", "Tell me about my cat").
+_REQUEST = re.compile(
+    r"^(?:please\s+)?(?:suggest|tell|give|help|recommend|write|make|show|find|explain|list|plan|remind|create|draft|"
+    r"describe|summari[sz]e|translate|send|book|check|compare|calculate|generate|name|pick|choose|let's|let\s+me|"
+    r"can|could|would|will|should|do|does|did|is|are|what|how|why|where|when|which|who|any|ideas)\b",
+    re.IGNORECASE,
+)
 _NOT_ABOUT_USER = re.compile(
     r"^(?:i\s+(?:think|guess|wonder|suppose|believe|mean|feel\s+like|was\s+wondering|want\s+you|need\s+you|"
     r"would\s+like\s+you|hope\s+you|appreciate)|i'd\s+like\s+you|i'm\s+(?:not\s+sure|wondering|asking|curious))\b"
     r"|\byou\b|\byour\b|\byou're\b",
     re.IGNORECASE,
+)
+
+_JOBS = (
+    "nurse|teacher|engineer|developer|doctor|designer|lawyer|writer|artist|chef|cook|manager|accountant|programmer|"
+    "scientist|researcher|consultant|photographer|musician|architect|pharmacist|farmer|pilot|driver|mechanic|"
+    "electrician|plumber|carpenter|therapist|dentist|hygienist|vet|veterinarian|journalist|editor|analyst|librarian|"
+    "firefighter|officer|barista|waiter|waitress|cashier|freelancer|entrepreneur|professor|lecturer|paramedic|"
+    "surgeon|translator|baker|student|intern|clerk|receptionist|cleaner|builder|tutor|coach|trainer|caregiver|"
+    "social\\s+worker|software\\s+engineer|data\\s+scientist|civil\\s+servant"
+)
+_PEOPLE = (
+    "son|daughter|kid|kids|children|child|baby|mother|mom|mum|father|dad|brother|sister|parents|grandmother|"
+    "grandfather|grandma|grandpa|grandparents|family|aunt|uncle|cousin|niece|nephew|friend|best\\s+friend|"
+    "flatmate|roommate|housemate|neighbour|neighbor"
 )
 
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -52,9 +81,10 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ("name", rf"\bmy\s+name\s+is\b|\bcall\s+me\b|\b{_I_AM}\s+called\b"),
         (
             "home",
-            r"\bi\s+(?:now\s+|currently\s+|still\s+)?live\s+in\b|\bi\s+(?:just\s+|recently\s+|finally\s+)?"
-            rf"(?:moved|relocated)\s+(?:back\s+)?to\b|\b{_I_AM}\s+(?:now\s+)?(?:based|living)\s+in\b"
-            r"|\bmy\s+(?:home|flat|apartment|house)\s+is\s+in\b",
+            r"\bi\s+(?:now\s+|currently\s+|still\s+)?live\s+in\b|\b(?:i|we)\s+(?:just\s+|recently\s+|finally\s+)?"
+            rf"(?:moved|relocated)\b|\b{_I_AM}\s+(?:now\s+)?(?:based|living)\s+in\b"
+            r"|\bmy\s+(?:home|flat|apartment|house)\s+is\s+in\b|\b(?:i've|i\s+have|we've)\s+(?:been\s+)?(?:lived|living)\s+in\b"
+            r"|\bof\s+living\s+in\b|\bwe\s+(?:now\s+)?live\s+in\b|\b(?:i'm|we're|i\s+am|we\s+are)\s+(?:still\s+)?renting\b",
         ),
         ("age", rf"\b{_I_AM}\s+\d{{1,3}}\b|\bmy\s+birthday\b|\bi\s+(?:just\s+)?turned\s+\d{{1,3}}\b|\bborn\s+in\s+\d"),
         ("origin", rf"\b{_I_AM}\s+(?:originally\s+)?from\b|\bi\s+grew\s+up\s+in\b|\bi\s+was\s+born\s+in\b"),
@@ -65,32 +95,26 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
         (
             "pet",
-            r"\bmy\s+(?:dog|cat|puppy|kitten|pet|parrot|rabbit|bunny|hamster|horse|turtle|bird)s?\b"
-            r"|\bi\s+(?:have|adopted|got|own)\s+(?:a|an|two|three)\s+(?:\w+\s+)?"
-            r"(?:dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|turtle)s?\b",
+            rf"\bmy\s+(?:{_PETS}|pet|bunny|puppy|kitten)s?\b"
+            rf"|\bi\s+(?:have|adopted|got|own)\s+(?:a|an|two|three)\s+(?:\w+\s+)?(?:{_PETS}|puppy|kitten)s?\b",
         ),
         (
             "family",
-            r"\bmy\s+(?:son|daughter|kid|kids|children|child|baby|mother|mom|mum|father|dad|brother|sister|parents"
-            r"|grandmother|grandfather|grandma|grandpa|grandparents|family|aunt|uncle|cousin|niece|nephew)s?\b"
+            rf"\bmy\s+(?:old\s+|little\s+|big\s+|older\s+|younger\s+)?(?:{_PEOPLE})s?\b"
             r"|\bi\s+have\s+(?:a|an|two|three|four)\s+(?:sons?|daughters?|kids|children|brothers?|sisters?)\b",
         ),
         (
             "work",
             r"\bi\s+(?:now\s+|currently\s+|still\s+)?work(?:ed)?\s+(?:as|at|for|in|on)\b"
-            r"|\bmy\s+(?:job|employer|boss|company|shift|colleagues|coworkers)\b"
+            r"|\bmy\s+(?:new\s+|old\s+|current\s+)?(?:job|employer|boss|company|shift|colleagues|coworkers)\b"
             rf"|\b{_I_AM}\s+(?:employed|working)\s+(?:as|at|for)\b"
             r"|\bi\s+(?:got|started|found|quit|left|lost)\s+(?:a\s+|my\s+|the\s+)?(?:new\s+)?job\b"
-            rf"|\b{_I_AM}\s+(?:a|an)\s+(?:\w+\s+)?(?:nurse|teacher|engineer|developer|doctor|designer|lawyer|"
-            r"writer|artist|chef|cook|manager|accountant|programmer|scientist|researcher|consultant|photographer|"
-            r"musician|architect|pharmacist|farmer|pilot|driver|mechanic|electrician|plumber|carpenter|therapist|"
-            r"dentist|vet|veterinarian|journalist|editor|analyst|librarian|firefighter|officer|barista|waiter|"
-            r"waitress|cashier|freelancer|entrepreneur|professor|lecturer|paramedic|surgeon|translator|baker)\b",
+            rf"|\b(?:{_I_AM}|being|life\s+as)\s+(?:a|an)\s+(?:\w+\s+)?(?:{_JOBS})\b",
         ),
         (
             "study",
             r"\bi\s+(?:study|studied|majored|graduated)\b"
-            rf"|\b{_I_AM}\s+(?:studying|a\s+student|majoring|in\s+(?:college|school|university|grad\s+school))\b"
+            rf"|\b{_I_AM}\s+(?:studying|learning|majoring|in\s+(?:college|school|university|grad\s+school))\b"
             r"|\bmy\s+(?:degree|major|thesis|university|college|classes|exams)\b",
         ),
         (
@@ -105,12 +129,24 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             "likes",
             r"\bi\s+(?:really\s+|absolutely\s+|also\s+)?(?:love|like|enjoy|adore|prefer)\b|\bmy\s+favou?rite\b"
             rf"|\b{_I_AM}\s+(?:really\s+)?(?:into|a\s+(?:big\s+)?fan\s+of|passionate\s+about)\b"
-            r"|\bmy\s+(?:hobby|hobbies)\b|\bi\s+(?:play|practise|practice)\s+(?:the\s+)?\w+",
+            r"|\bmy\s+(?:hobby|hobbies)\b|\bi\s+(?:play|practise|practice)\s+(?:the\s+)?\w+"
+            r"|\bi\s+(?:mostly|usually|often)\s+(?:read|watch|listen\s+to)\b"
+            r"|\bi\s+(?:finally\s+|just\s+)?(?:started|began|joined|took\s+up)\b",
         ),
         (
             "plans",
             rf"\b{_I_AM}\s+(?:going|planning|hoping)\s+to\b|\bi\s+(?:plan|intend)\s+to\b"
             r"|\bi'll\s+be\b|\bi\s+will\s+be\b",
+        ),
+        (
+            "events",
+            r"\bi\s+(?:went|have\s+been|'ve\s+been)\s+to\s+(?:a|an|the|my)\b"
+            r"|\bi\s+(?:attended|visited|travelled\s+to|traveled\s+to)\b",
+        ),
+        (
+            "routine",
+            r"\bi\s+(?:usually|always|often|normally|mostly)\s+\w+|\bi\s+(?:drive|commute|cycle|get\s+to\s+work)\b"
+            r"|\bevery\s+(?:morning|day|evening|night|week|weekend)\b",
         ),
     )
 ]
@@ -155,7 +191,7 @@ def statements(text: str) -> list[Statement]:
             continue
         for clause in _clauses(sentence):
             clause = clause.strip()
-            if not _FIRST_PERSON.match(clause) or _NOT_ABOUT_USER.search(clause):
+            if not _ABOUT_USER.search(clause) or _REQUEST.match(clause) or _NOT_ABOUT_USER.search(clause):
                 continue
             if len(clause.split()) < MIN_WORDS:
                 continue
