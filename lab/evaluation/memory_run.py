@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.test import override_settings
 
+from chat.facts.extract import facts_extract_pass
 from chat.index.embeddings import Embedder
 from chat.models import Thread
 from chat.retrieval.context import context_retrieve
@@ -31,6 +33,8 @@ KS = (1, 3, 5, 10)
 # The neighbour modes measured (chat/retrieval/neighbours.py, NEIGHBOURS) with each relevance policy.
 NEIGHBOUR_SWEEP = ("none", "question", "next", "both", "fill")
 NEIGHBOUR_POLICIES = ("vector", "lexical", "relevant")
+# How facts are used in the product's policy (chat/retrieval/facts.py, DELLM_FACTS_CONTEXT).
+FACT_MODES = ("beside", "replace")
 # The context sizes at which a deletion's cascade is counted (the product's DELLM_CONTEXT_K is 5).
 DEP_KS = (5, 10)
 
@@ -44,10 +48,14 @@ class Setting:
     threshold: float
     lexical_floor: float | None = None
     neighbours: str = "none"
+    # Facts drawn from the history (chat/facts/) and used as DELLM_FACTS_CONTEXT says: "beside" or "replace";
+    # "" for none drawn.
+    facts: str = ""
 
     @property
     def label(self) -> str:
-        return self.policy if self.neighbours == "none" else f"{self.policy}+{self.neighbours}"
+        label = self.policy if self.neighbours == "none" else f"{self.policy}+{self.neighbours}"
+        return f"{label}+facts:{self.facts}" if self.facts else label
 
 
 def _store(*, owner, conversation: Conversation, embedder: Embedder) -> dict[str, int]:
@@ -92,13 +100,36 @@ def conversation_run(
     run_id: str,
     k: int = max(KS),
 ) -> list[dict]:
-    """One record per (question, setting): evidence ranks in the context, context size, cascade, latency."""
-    owner = get_user_model().objects.create_user(
-        username=f"{USERNAME_PREFIX}{run_id}-cm-{conversation.key}-{embedder_name}"
-    )
+    """One record per (question, setting): evidence ranks in the context, context size, cascade, latency.
+
+    The settings with facts run on a second copy of the history whose facts were drawn first (the
+    others never see a fact): a fact in a context counts for the messages it was drawn from.
+    """
+    plain = [setting for setting in settings_list if not setting.facts]
+    with_facts = [setting for setting in settings_list if setting.facts]
+    records = []
+    for chosen, facts in ((plain, False), (with_facts, True)):
+        if chosen:
+            records += _history_run(
+                conversation=conversation,
+                name=f"{run_id}-cm-{conversation.key}-{embedder_name}" + ("-facts" if facts else ""),
+                embedder=embedder,
+                settings_list=chosen,
+                facts=facts,
+                k=k,
+            )
+    return records
+
+
+def _history_run(
+    *, conversation: Conversation, name: str, embedder: Embedder, settings_list: list[Setting], facts: bool, k: int
+) -> list[dict]:
+    owner = get_user_model().objects.create_user(username=f"{USERNAME_PREFIX}{name}")
     records = []
     try:
-        facts = _store(owner=owner, conversation=conversation, embedder=embedder)
+        keyed = _store(owner=owner, conversation=conversation, embedder=embedder)
+        while facts and facts_extract_pass(owner_id=owner.pk).more:
+            pass
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE chat_message (id, owner_id, status, seq)")
         # Per setting, each question's context (ids, most relevant first): the edges its reply would get.
@@ -111,20 +142,23 @@ def conversation_run(
                 owner_id=owner.pk, ids=[message.pk], embedder=embedder, model=getattr(embedder, "model_name", "")
             )
             message.refresh_from_db(fields=["embedding", "embedding_model"])
-            evidence = [facts[key] for key in question.evidence]
+            evidence = [keyed[key] for key in question.evidence]
             for setting in settings_list:
                 start = time.perf_counter()
-                items = context_retrieve(
-                    message=message,
-                    policy=setting.policy,
-                    k=k,
-                    threshold=setting.threshold,
-                    window=k,
-                    lexical_floor=setting.lexical_floor,
-                    neighbours=setting.neighbours,
-                )
+                with override_settings(DELLM_FACTS_CONTEXT=setting.facts or "beside"):
+                    items = context_retrieve(
+                        message=message,
+                        policy=setting.policy,
+                        k=k,
+                        threshold=setting.threshold,
+                        window=k,
+                        lexical_floor=setting.lexical_floor,
+                        neighbours=setting.neighbours,
+                    )
                 ms = (time.perf_counter() - start) * 1000
                 ids = [item.id for item in items]
+                # A fact stands for the messages it was drawn from: each counts at the fact's rank.
+                stands = [{item.id, *item.sources} for item in items]
                 contexts[setting].append(ids)
                 records.append(
                     {
@@ -135,7 +169,10 @@ def conversation_run(
                         "policy": setting.label,
                         "threshold": setting.threshold,
                         "lexical_floor": setting.lexical_floor,
-                        "evidence_ranks": [ids.index(e) + 1 if e in ids else None for e in evidence],
+                        "evidence_ranks": [
+                            next((rank for rank, held in enumerate(stands, 1) if e in held), None) for e in evidence
+                        ],
+                        "facts": sum(1 for item in items if item.role == "fact"),
                         "evidence": len(evidence),
                         "context": len(ids),
                         "signals": [item.signal for item in items],
@@ -144,7 +181,7 @@ def conversation_run(
                     }
                 )
         cascades = _cascades(
-            owner_id=owner.pk, contexts=contexts, evidence=[facts[key] for key in _evidence(conversation)]
+            owner_id=owner.pk, contexts=contexts, evidence=[keyed[key] for key in _evidence(conversation)]
         )
         for record in records:
             ids = record.pop("evidence_ids")
@@ -249,6 +286,11 @@ def memory_evaluate(
             for mode in NEIGHBOUR_SWEEP
             if mode != "none" and (policy == "relevant" or mode == "question")
         ]
+        # The product's policy with facts, beside their sources or in their place (DELLM_FACTS_CONTEXT).
+        settings_list += [
+            Setting(embedder=name, policy="relevant", threshold=threshold, neighbours=NEIGHBOURS, facts=mode)
+            for mode in FACT_MODES
+        ]
         for conversation in conversations:
             records += conversation_run(
                 conversation=conversation,
@@ -271,8 +313,9 @@ DATA_ORDER = ("CM", "DIA", "TOFU")
 
 
 def _policy_order(label: str) -> tuple[int, int, str]:
-    policy, _, mode = label.partition("+")
-    return (POLICIES.index(policy), NEIGHBOUR_SWEEP.index(mode or "none"), label)
+    plain, _, facts = label.partition("+facts:")
+    policy, _, mode = plain.partition("+")
+    return (POLICIES.index(policy), NEIGHBOUR_SWEEP.index(mode or "none") + (10 if facts else 0), label)
 
 
 def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
@@ -315,7 +358,10 @@ def memory_markdown(*, records: list[dict], datasets: dict[str, str]) -> str:
             "reciprocal rank of the first one. `vector` = similarity only, `lexical` = full text only, "
             "`relevant` = both fused, `window` = the last k messages; `+question`, `+next`, `+both`, `+fill` "
             "share the k slots with the matches' neighbours (chat/retrieval/neighbours.py, NEIGHBOURS; a policy "
-            f"without one has none; the product's default is `relevant+{NEIGHBOURS}`). Mean |Dep|: the "
+            f"without one has none; the product's default is `relevant+{NEIGHBOURS}`). `+facts:beside` and "
+            "`+facts:replace` run on a copy of the history whose facts were drawn first (chat/facts/): facts beside "
+            "their sources, or in their place (DELLM_FACTS_CONTEXT); a fact in a context counts for the messages it "
+            "was drawn from. Mean |Dep|: the "
             "messages a deletion of one evidence message would remove, its history's dependents plus the replies "
             "whose first k context items hold one of them (every context item is an edge). Data: "
             + "; ".join(f"{name}: {text}" for name, text in datasets.items())

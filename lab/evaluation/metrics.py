@@ -150,6 +150,9 @@ def summarize(*, records: list[dict], deletions: list[dict]) -> list[dict]:
         row["retain_facts_lost"] = sum(d["retain_facts_lost"] for d in done)
         row["taint_violations"] = sum(d["taint_violations"] for d in done)
         row["residual_copies"] = sum(d["residual_copies"] for d in done)
+        # Facts drawn from the statements before forgetting (dellm:facts), and those of them forgetting removed.
+        row["facts"] = sum(d.get("facts", 0) for d in done)
+        row["facts_removed"] = sum(d.get("facts_removed", 0) for d in done)
         # Answers after deletion that hold a lexeme only a forgotten fact had (`leaked_words`).
         row["forget_leaks"] = sum(r.get("leaked", 0) > 0 for r in mine if r["forget"] and r["phase"] == "after")
         # Collateral loss: retain questions answered before forgetting and not after.

@@ -139,6 +139,7 @@ def report_write(
     records: list[dict],
     notes: str,
     memory: dict | None = None,
+    extraction: dict | None = None,
 ) -> dict:
     """Write `results.json`, `report.md` and `thresholds.png` into `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -146,6 +147,8 @@ def report_write(
     payload = {"meta": meta, "summary": rows, "relations": checks, "answers": records}
     if memory is not None:
         payload["memory"] = memory["records"]
+    if extraction is not None:
+        payload["extraction"] = extraction["rows"]
     paths["json"].write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     has_plot = plot_thresholds(rows, paths["plot"])
     if not has_plot:
@@ -162,6 +165,8 @@ def report_write(
     ]
     if memory is not None:
         parts.append(memory["markdown"])
+    if extraction is not None:
+        parts.append(extraction["markdown"])
     if has_plot:
         parts.append("## Semantic deletion across thresholds (paper Figure 8)\n\n![thresholds](thresholds.png)")
     if notes:

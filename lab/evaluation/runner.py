@@ -69,6 +69,7 @@ def scenario_run(
             owner=owner, scenario=scenario, phase="before", judge=judge, into=results.records, base=base, tick=tick
         )
         live_before = owner.live_ids()
+        facts_before = owner.fact_ids()
         for key in scenario.forget_keys:
             owner.forget(message_id=ids[key], text=scenario.forget_text(key))
         removed = live_before - owner.live_ids()
@@ -82,6 +83,8 @@ def scenario_run(
                 "taint_violations": len(taint_violations(owner_id=owner.user.pk)),
                 "residual_copies": sum(owner.copies(scenario.forget_text(key)) for key in scenario.forget_keys),
                 "model_calls": owner.forget_calls,
+                "facts": len(facts_before),
+                "facts_removed": len(facts_before & removed),
             }
         )
         _ask_all(

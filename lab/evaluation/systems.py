@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 
+from chat.facts.extract import facts_extract_pass
 from chat.models import Message, Turn
 from chat.threads import thread_create
 from chat.turns.run import turn_run
@@ -35,6 +36,8 @@ class System:
     # and whether the fact's message is redacted (the rest of it kept) when it holds more.
     derived: str = "delete"
     redact: bool = False
+    # DeLLM with distilled memory: facts drawn from each statement (chat/facts/), used in contexts.
+    facts: bool = False
 
 
 def system_parse(name: str) -> System:
@@ -43,6 +46,8 @@ def system_parse(name: str) -> System:
     if name == "dellm_vector":
         # DeLLM with similarity-only contexts (before fusion), for comparison.
         return System(name=name, policy="vector", forgetting="provenance")
+    if name == "dellm:facts":
+        return System(name=name, policy="relevant", forgetting="provenance", facts=True)
     if name == "dellm:regenerate":
         return System(name=name, policy="relevant", forgetting="provenance", derived="regenerate")
     if name == "dellm:redact":
@@ -60,7 +65,7 @@ def system_parse(name: str) -> System:
             raise ValueError(f"The threshold of {name!r} must be in (0, 1].")
         return System(name=f"semantic:{threshold:g}", policy="full", forgetting="semantic", threshold=threshold)
     raise ValueError(
-        f"Unknown system {name!r}: use dellm, dellm_vector, dellm:regenerate, dellm:redact, no_memory, "
+        f"Unknown system {name!r}: use dellm, dellm_vector, dellm:facts, dellm:regenerate, dellm:redact, no_memory, "
         "full_memory or semantic:<threshold>."
     )
 
@@ -68,6 +73,7 @@ def system_parse(name: str) -> System:
 def systems_default(thresholds=DEFAULT_THRESHOLDS) -> list[System]:
     names = [
         "dellm",
+        "dellm:facts",
         "dellm:regenerate",
         "dellm:redact",
         "no_memory",
@@ -98,6 +104,9 @@ class EvalOwner:
         turn = turn_run(turn_id=turn.pk, owner_id=turn.owner_id)
         if turn.reply is None:
             raise RuntimeError(f"Evaluation turn {turn.pk} ended {turn.status}: {turn.error}")
+        if self.system.facts:
+            # What the worker does after a reply (chat.facts_extract), in-process here.
+            facts_extract_pass(owner_id=self.user.pk)
         return turn.user_message_id, turn.reply.content
 
     def ask(self, text: str) -> str:
@@ -112,6 +121,13 @@ class EvalOwner:
 
     def live_ids(self) -> set[int]:
         return set(Message.objects.filter(owner=self.user, status__in=Message.LIVE).values_list("pk", flat=True))
+
+    def fact_ids(self) -> set[int]:
+        return set(
+            Message.objects.filter(owner=self.user, status__in=Message.LIVE, role=Message.Role.FACT).values_list(
+                "pk", flat=True
+            )
+        )
 
     def copies(self, text: str) -> int:
         """Live messages that still contain `text` (whitespace-normalized, as replies quote it)."""

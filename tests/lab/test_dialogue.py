@@ -175,3 +175,28 @@ def test_conversation_run_ranks_the_evidence_and_counts_its_cascade(db):
     ]
     # Dep(e) = e and the reply "Lovely!", plus the question's own reply (its context holds e).
     assert [r["dep@5"] for r in records] == [[3], [3]]
+
+
+def test_a_fact_in_the_context_counts_for_the_message_it_was_drawn_from(db):
+    conversation = Conversation(
+        key="dia-facts",
+        sessions=[[Turn("user", "I went to the jazz concert in Lisbon.", key="e"), Turn("assistant", "Lovely!")]],
+        questions=[Question("Was the jazz concert in Lisbon good?", "next_turn", ("e",))],
+    )
+    records = conversation_run(
+        conversation=conversation,
+        embedder_name="test",
+        embedder=get_embedder(),
+        settings_list=[
+            Setting(embedder="test", policy="lexical", threshold=0.2),
+            Setting(embedder="test", policy="lexical", threshold=0.2, facts="replace"),
+        ],
+        run_id="t",
+    )
+    assert [(r["policy"], r["evidence_ranks"], r["context"], r["facts"]) for r in records] == [
+        ("lexical", [1], 1, 0),
+        # The fact took its source's place, and stands for it.
+        ("lexical+facts:replace", [1], 1, 1),
+    ]
+    # With facts, Dep(e) holds the fact drawn from it too.
+    assert [r["dep@5"] for r in records] == [[3], [4]]

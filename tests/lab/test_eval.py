@@ -24,7 +24,13 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
 
     assert not get_user_model().objects.filter(username__startswith=USERNAME_PREFIX).exists()
     report = (tmp_path / "report.md").read_text()
-    for title in ("Table 1: utility", "Table 2: forget questions", "Table 3: retain questions", "thresholds.png"):
+    for title in (
+        "Table 1: utility",
+        "Table 2: forget questions",
+        "Table 3: retain questions",
+        "thresholds.png",
+        "Fact extraction (offline rules) against the labelled facts",
+    ):
         assert title in report
     assert (tmp_path / "thresholds.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -33,6 +39,7 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
     rows = {(r["dataset"], r["system"]): r for r in payload["summary"]}
     systems = [
         "dellm",
+        "dellm:facts",
         "dellm:regenerate",
         "dellm:redact",
         "no_memory",
@@ -67,6 +74,19 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
         assert low["retain_after"] < low["retain_before"] - TOLERANCE
         assert high["retain_facts_lost"] == 0
         assert high["residual_copies"] > 0
+
+        # With facts drawn from every statement: forgets as faithfully (a fact goes with its source), keeps the rest.
+        facts = rows[(dataset, "dellm:facts")]
+        assert facts["forget_before"] > none["forget_before"] + TOLERANCE
+        assert facts["forget_after"] <= none["forget_after"] + TOLERANCE
+        assert abs(facts["retain_after"] - facts["retain_before"]) <= TOLERANCE
+        assert (facts["residual_copies"], facts["retain_facts_lost"], facts["taint_violations"]) == (0, 0, 0)
+        assert facts["forget_leaks"] == 0
+        # Forgetting took the facts of the forgotten statements (a fact left would be a residual copy: its text
+        # holds the statement); PF's statements each give one.
+        if dataset == "pf":
+            assert facts["facts_removed"] > 0 and facts["facts"] > facts["facts_removed"]
+        assert dellm["facts"] == 0
 
         # Regenerating: forgets like dellm, rewrites what dellm drops (one model call each), leaves no taint.
         for name in ("dellm:regenerate", "dellm:redact"):

@@ -11,6 +11,7 @@ from chat.llm import get_responder
 from dellm_site.celery import app as celery_app
 from lab.evaluation.datasets import tofu_load
 from lab.evaluation.dialogue import dialogues_generate
+from lab.evaluation.fact_extraction import extraction_markdown, extraction_quality
 from lab.evaluation.memory import conversations_generate, tofu_conversation
 from lab.evaluation.memory_run import embedders_available, memory_evaluate, memory_markdown
 from lab.evaluation.metrics import judge_get, relations_check, summarize
@@ -134,6 +135,7 @@ class Command(BaseCommand):
             records=results.records,
             notes=NOTES,
             memory=memory,
+            extraction=self._extraction(options, datasets),
         )
         for check in checks:
             style = self.style.SUCCESS if check["holds"] else self.style.WARNING
@@ -199,6 +201,24 @@ class Command(BaseCommand):
         if bar is not None:
             bar.close()
         return {"records": records, "markdown": memory_markdown(records=records, datasets=data)}
+
+    def _extraction(self, options, datasets: list) -> dict | None:
+        """The offline extractor against the labelled facts of PF and of CM's and DIA's generated conversations."""
+        names = self._names(options)
+        pf = next((d for d in datasets if d.name == "pf"), None)
+        count = 1 if options["smoke"] else None
+        conversations = {
+            label: generate(seed=options["seed"], count=count or options[option])
+            for name, label, generate, option in (
+                ("cm", "CM", conversations_generate, "cm_conversations"),
+                ("dia", "DIA", dialogues_generate, "dia_conversations"),
+            )
+            if name in names
+        }
+        if pf is None and not conversations:
+            return None
+        rows = extraction_quality(pf=pf, conversations=conversations)
+        return {"rows": rows, "markdown": extraction_markdown(rows)}
 
     @staticmethod
     def _names(options) -> list[str]:
