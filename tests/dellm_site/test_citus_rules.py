@@ -31,6 +31,9 @@ COORDINATOR = (
     "chat_agentaccess",
     "assistant_agenttoken",
     "provenance_accounterasure",
+    "chat_fact",
+    "chat_factdecline",
+    "chat_factcursor",
 )
 
 _UNIQUE_SQL = """

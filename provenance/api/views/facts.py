@@ -1,11 +1,15 @@
 """`/api/facts/`: what DeLLM knows about the user, and the user's decisions about it (docs/API.md, "Facts")."""
 
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.facts.decisions import corrected_supersedes, fact_approve, fact_correct, fact_get
-from chat.facts.selectors import fact_detail, fact_list, facts_describe, facts_progress
+from chat.facts.selectors import FactView, fact_detail, fact_list, facts_describe, facts_progress
+from chat.models import Message
 from core.api.handler import errors, validated
 from core.api.pagination import Pagination
 from core.api.throttles import CostThrottle
@@ -21,30 +25,35 @@ from provenance.api.serializers.facts import (
 from provenance.deletions.facts import fact_decline
 
 
-class FactListView(APIView):
+class FactListView(generics.ListAPIView):
+    serializer_class = FactSerializer
+    pagination_class = Pagination
     throttle_classes = [CostThrottle]
     throttle_scopes = {"GET": "search"}
+    request: AuthenticatedRequest
+
+    def get_queryset(self) -> QuerySet[Message]:
+        return fact_list(
+            owner_id=self.request.user.pk,
+            subject=self.request.query_params.get("subject"),
+            state=self.request.query_params.get("state"),
+        )
+
+    def paginate_queryset(self, queryset: QuerySet[Message]) -> list[FactView]:  # type: ignore[override]
+        page = super().paginate_queryset(queryset)
+        assert page is not None  # pagination_class is set
+        return facts_describe(owner_id=self.request.user.pk, facts=list(page))
 
     @extend_schema(
         parameters=[
             OpenApiParameter("subject", str, description="One subject's facts (home, work, pet, ...)."),
             OpenApiParameter("state", str, description="current or superseded."),
-            OpenApiParameter("page", int),
-            OpenApiParameter("page_size", int),
         ],
-        responses={200: FactSerializer(many=True), **errors(400, 429)},
+        responses={200: FactSerializer(many=True), **errors(400, 404, 429)},
         summary="The caller's live facts by subject, newest said first, a page at a time",
     )
-    def get(self, request: AuthenticatedRequest) -> Response:
-        facts = fact_list(
-            owner_id=request.user.pk,
-            subject=request.query_params.get("subject"),
-            state=request.query_params.get("state"),
-        )
-        paginator = Pagination()
-        page = paginator.paginate_queryset(facts, request, view=self) or []
-        views = facts_describe(owner_id=request.user.pk, facts=list(page))
-        return paginator.get_paginated_response(FactSerializer(views, many=True).data)
+    def get(self, request: Request) -> Response:
+        return super().get(request)
 
 
 class FactDetailView(APIView):
