@@ -89,7 +89,8 @@ def partition_index(*, index: str, owner_id: int, table: str | None = None) -> s
 
 KEY = "owner_id"
 # The per-owner tables partitioned by owner, referenced tables first (migrations chat 0015 and 0017, provenance 0004).
-# chat_importjob, chat_importupload, chat_memoryread, chat_agentaccess and the facts tables are not: docs/ARCHITECTURE.md says why.
+# chat_importjob, chat_importupload, chat_memoryread, chat_agentaccess and the facts tables are not
+# (docs/subsystems/schema.md says why).
 PARTITIONED_TABLES = ("chat_thread", "chat_message", "chat_turn", "chat_contextedge", "provenance_deletionrequest")
 _OWNER_PREDICATE = re.compile(r"WHERE \(owner_id = (\d+)\)| WHERE \(\(owner_id = (\d+)\) AND ")
 
