@@ -323,7 +323,6 @@ DELLM_MAX_STREAMS_PER_USER = env_int("DELLM_MAX_STREAMS_PER_USER", 8)
 DELLM_REDIS_MAX_CONNECTIONS = env_int("DELLM_REDIS_MAX_CONNECTIONS", 5000)
 # An open stream re-reads its turn this often even without news (a lost pub/sub message costs at most this).
 DELLM_SSE_RECHECK = env_float("DELLM_SSE_RECHECK", 30.0)
-
 # --- DeLLM ------------------------------------------------------------------
 DELLM_LLM = env_choice(
     "DELLM_LLM",
@@ -425,13 +424,13 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.api.handler.exception_handler",
-    # An anonymous client is its address by DeLLM's rule (core.auth.sign_in.client_address,
-    # which `auth` uses); without NUM_PROXIES, DRF's own takes the whole
-    # X-Forwarded-For as the client, a new one with each value a client invents.
+    # An anonymous client is its address by DeLLM's rule (core.auth.sign_in.client_address, which `auth` uses);
+    # without NUM_PROXIES, DRF's own takes the whole X-Forwarded-For as the client, a new one per invented value.
     "NUM_PROXIES": DELLM_TRUSTED_PROXIES,
     # Scoped, per user (per address when anonymous), counted in the shared cache.
     "DEFAULT_THROTTLE_RATES": {
         "chat": env_str("DELLM_CHAT_RATE", "60/min"),
+        "facts": env_str("DELLM_FACTS_MODEL_RATE", "600/hour"),
         "auth": env_str("DELLM_AUTH_RATE", "20/min"),
         "deletion_preview": env_str("DELLM_DELETION_PREVIEW_RATE", "30/min"),
         "deletion_action": env_str("DELLM_DELETION_ACTION_RATE", "60/min"),

@@ -8,7 +8,7 @@ from dellm_site.env import env_bool, env_choice, env_float, env_int
 # Draw facts from the user's own words (typed turns, `/v1`, imports) in the worker, after the reply.
 DELLM_FACTS = env_bool("DELLM_FACTS", True)
 # Who draws them: `rules` (offline, deterministic), `model` (one call per message to the configured model,
-# JSON-schema answers, charged to the owner's chat budget), or `auto`: the model when one is configured.
+# JSON-schema answers, charged to the owner's DELLM_FACTS_MODEL_RATE), or `auto`: the model when one is configured.
 DELLM_FACTS_EXTRACTOR = env_choice("DELLM_FACTS_EXTRACTOR", "auto", ("auto", "rules", "model"))
 # Messages one extraction pass reads (a pass enqueues the next while some are left: an import's backlog).
 DELLM_FACTS_BATCH = env_int("DELLM_FACTS_BATCH", 500)

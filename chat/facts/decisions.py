@@ -63,6 +63,8 @@ def fact_correct(*, owner_id: int, fact_id: int, text: str) -> Message:
         sources=[said.pk],
         said_at=timezone.now(),
         extractor="user",
+        # The user's own statement is a fact of its own, even in the same words as the one corrected.
+        merge=False,
     )
     new_id = fact.pk if isinstance(fact, Message) else fact
     Fact.objects.filter(owner_id=owner_id, message_id=new_id).update(decision=Fact.Decision.APPROVED)

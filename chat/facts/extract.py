@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Max
 
 from chat.facts.model import ExtractionFailed, model_statements
@@ -46,6 +47,8 @@ class Pass:
     more: bool = False
     # Seconds until the owner's model budget has room again (None: not waiting on it).
     wait: float | None = None
+    # Another pass of the owner was running: this one read nothing.
+    busy: bool = False
 
 
 def _statements(*, owner_id: int, message_id: int, text: str, how: str) -> list[Statement]:
@@ -54,9 +57,30 @@ def _statements(*, owner_id: int, message_id: int, text: str, how: str) -> list[
     return model_statements(text)
 
 
+# One pass per owner at a time (a shared lock in the cache, held at most this long): two passes would read
+# the same messages, and with a model, pay for them twice. A pass asked for meanwhile is run after it.
+PASS_LOCK_SECONDS = 600
+
+
 def facts_extract_pass(*, owner_id: int, limit: int | None = None) -> Pass:
-    """Read the owner's next user messages for facts and store them; what the pass did."""
-    limit = settings.DELLM_FACTS_BATCH if limit is None else limit
+    """Read the owner's next user messages for facts and store them; what the pass did.
+
+    While another pass of the owner runs, nothing (`busy`), and that pass says `more` when it ends.
+    """
+    lock, again = f"facts:pass:{owner_id}", f"facts:again:{owner_id}"
+    if not cache.add(lock, 1, timeout=PASS_LOCK_SECONDS):
+        cache.set(again, 1, timeout=PASS_LOCK_SECONDS)
+        return Pass(busy=True)
+    try:
+        done = _pass(owner_id=owner_id, limit=settings.DELLM_FACTS_BATCH if limit is None else limit)
+    finally:
+        cache.delete(lock)
+    if cache.delete(again):
+        done.more = True
+    return done
+
+
+def _pass(*, owner_id: int, limit: int) -> Pass:
     cursor, _ = FactCursor.objects.get_or_create(owner_id=owner_id)
     start = cursor.seq
     # Everything up to the newest committed message is read by the end of this pass (commits follow
@@ -87,7 +111,7 @@ def facts_extract_pass(*, owner_id: int, limit: int | None = None) -> Pass:
     failed: list[int] = []
     for pk, seq, content, source_created_at, created_at in rows:
         if how == "model":
-            taken, wait = budget_take(user_id=owner_id, scope="chat", wanted=1)
+            taken, wait = budget_take(user_id=owner_id, scope="facts", wanted=1)
             if not taken:
                 done.more, done.wait = True, wait
                 break

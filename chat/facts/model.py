@@ -18,11 +18,14 @@ from django.conf import settings
 from chat.facts.rules import MAX_FACTS_PER_MESSAGE, Statement
 from chat.llm import openai_client
 from chat.subjects import SUBJECT_KEYS, SUBJECTS, fact_text
+from core.api.client_input import unstorable
 
 logger = logging.getLogger(__name__)
 
 MODEL_ATTEMPTS = 2
 MAX_STATEMENT_CHARS = 300
+# What one call reads of a message (a fact is a sentence; an imported message may be a document).
+MAX_INPUT_CHARS = 4000
 
 INSTRUCTIONS = (
     "You distil durable facts about the user from one message the user wrote. A fact is a short, self-contained "
@@ -69,11 +72,11 @@ def _parse(answer: str) -> list[Statement]:
         if not isinstance(item, dict) or set(item) != {"subject", "statement"}:
             raise ValueError("a fact is not {subject, statement}")
         subject, statement = item["subject"], item["statement"]
-        if subject not in SUBJECTS or not isinstance(statement, str):
+        if not isinstance(subject, str) or subject not in SUBJECTS or not isinstance(statement, str):
             raise ValueError("unknown subject or a statement that is not text")
         statement = " ".join(statement.split())
-        if not statement or len(statement) > MAX_STATEMENT_CHARS:
-            raise ValueError("empty or too long statement")
+        if not statement or len(statement) > MAX_STATEMENT_CHARS or unstorable(statement):
+            raise ValueError("empty, too long or unstorable statement")
         found.append(Statement(subject=subject, text=fact_text(subject, statement)))
     return found
 
@@ -89,14 +92,14 @@ def model_statements(text: str) -> list[Statement]:
                 model=settings.DELLM_CHAT_MODEL,
                 messages=[
                     {"role": "system", "content": INSTRUCTIONS},
-                    {"role": "user", "content": text},
+                    {"role": "user", "content": text[:MAX_INPUT_CHARS]},
                 ],
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": "facts", "strict": True, "schema": SCHEMA},
                 },
             )
-            answer = response.choices[0].message.content if response.choices else None
+            answer = response.choices[0].message.content if response.choices and response.choices[0].message else None
             return _parse(answer or "")
         except (openai.OpenAIError, ValueError) as exc:
             # ValueError covers json's decode errors. Ids and kinds only: the answer may hold the user's words.

@@ -99,9 +99,14 @@ def facts_describe(*, owner_id: int, facts: list[Message]) -> list[FactView]:
     ]
 
 
+# A fact's detail lists at most this many others of its subject (`GET /api/facts/?subject=` pages them all).
+HISTORY_LISTED = 20
+
+
 def fact_detail(*, owner_id: int, fact: Message, subject: str) -> FactView:
-    """One fact with its history: the other live facts of its subject, newest said first."""
+    """One fact with its history: the other live facts of its subject, newest said first, HISTORY_LISTED at most."""
     others = [f.id for f in subject_facts(owner_id=owner_id, subjects=[subject]).get(subject, []) if f.id != fact.pk]
+    others = others[:HISTORY_LISTED]
     rows = Message.objects.filter(owner_id=owner_id, pk__in=others).defer(*INDEX_FIELDS).in_bulk()
     [view] = facts_describe(owner_id=owner_id, facts=[fact])
     view.history = facts_describe(owner_id=owner_id, facts=[rows[pk] for pk in others if pk in rows])

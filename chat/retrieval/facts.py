@@ -113,7 +113,9 @@ def facts_choose(*, owner_id: int, items: list[ContextItem]) -> list[ContextItem
             "message_id", "subject"
         )
     )
-    by_subject = subject_facts(owner_id=owner_id, subjects=subjects.values())
+    # Only a single-valued subject has a current fact to put in place of an older one.
+    singles = [subject for subject in subjects.values() if subject in SUBJECTS and SUBJECTS[subject].single]
+    by_subject = subject_facts(owner_id=owner_id, subjects=singles)
     current = {facts[0].id: facts[0] for facts in by_subject.values()}
     newer = superseded_by(by_subject)
     chosen: list[ContextItem] = []

@@ -51,19 +51,27 @@ def fact_store(
     said_at: datetime,
     extractor: str,
     replaces: int | None = None,
+    merge: bool = True,
 ) -> tuple[Message | int, bool]:
     """Store the fact `text` about `subject`, drawn from `sources`; (the fact or its id, whether it is new).
 
     An identical live fact of the same subject gains edges from `sources` instead, unless a newer fact
     supersedes it: the statement said again is then a new fact, current again ("Lisbon, Porto, Lisbon"). Refused with
     `SourcesRemoved` (nothing written) unless every source is live. `replaces`: the removed fact this
-    one re-derives (an undo of the deletion removes it again, chat/facts/rederive.py).
+    one re-derives (an undo of the deletion removes it again, chat/facts/rederive.py): nothing is stored if
+    that fact is live again meanwhile (the deletion was undone first). `merge=False` (a correction): always
+    a new fact, even if the same words are live already.
     """
     edges = [Source(id=pk, rank=rank, score=1.0, signal=ContextEdge.Signal.FACT) for rank, pk in enumerate(sources)]
     thread = facts_thread(owner_id=owner_id)
     with transaction.atomic():
         owner_lock(owner_id)
-        same = _same_current(owner_id=owner_id, thread_id=thread.pk, subject=subject, text=text)
+        if (
+            replaces is not None
+            and Message.objects.filter(owner_id=owner_id, pk=replaces, status__in=Message.LIVE).exists()
+        ):
+            return replaces, False
+        same = _same_current(owner_id=owner_id, thread_id=thread.pk, subject=subject, text=text) if merge else None
         if same is not None:
             edges_add(owner_id=owner_id, target_id=same, sources=edges)
             return same, False

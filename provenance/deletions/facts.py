@@ -22,7 +22,7 @@ from pgvector.django import CosineDistance
 
 from chat.facts.decisions import declines_record, fact_get
 from chat.models import Fact, Message
-from chat.retrieval.facts import fact_sources, subject_facts
+from chat.retrieval.facts import LiveFact, fact_sources, subject_facts
 from chat.subjects import SUBJECTS
 from core.types import User
 from provenance.deletions.confirm import deletion_confirm
@@ -40,24 +40,42 @@ def _facts_of(owner_id: int, ids: Iterable[int]) -> dict[int, str]:
     )
 
 
-def facts_effect(*, owner_id: int, removed: set[int]) -> dict[str, Any]:
-    """What removing `removed` (a Dep) does to the owner's facts: removed, re-derived and reinstated ones."""
+def _single(subject: str) -> bool:
+    known = SUBJECTS.get(subject)
+    return known is not None and known.single
+
+
+def _reinstated(*, removed: set[int], by_subject: dict[str, list[LiveFact]], subjects: Iterable[str]) -> list[dict]:
+    """The older facts that become current when `removed` goes: of each single-valued subject whose current
+    fact it removes, the newest fact that stays."""
+    found = []
+    for subject in sorted(set(subjects)):
+        ordered = by_subject.get(subject, [])
+        if not _single(subject) or not ordered or ordered[0].id not in removed:
+            continue
+        stays = next((fact for fact in ordered if fact.id not in removed), None)
+        if stays is not None:
+            found.append({"fact": stays.id, "instead_of": ordered[0].id, "subject": subject})
+    return found
+
+
+def facts_effect(
+    *, owner_id: int, removed: set[int], by_subject: dict[str, list[LiveFact]] | None = None
+) -> dict[str, Any]:
+    """What removing `removed` (a Dep) does to the owner's facts: removed, re-derived and reinstated ones.
+
+    `by_subject`: `subject_facts` of the owner's single-valued subjects, read once for a page of deletions.
+    """
     facts = _facts_of(owner_id, removed)
     sources = fact_sources(owner_id=owner_id, ids=facts)
     survivors = {fact: [pk for pk in ids if pk not in removed] for fact, ids in sources.items()}
-    by_subject = subject_facts(owner_id=owner_id, subjects=facts.values())
-    reinstated = []
-    for subject, ordered in by_subject.items():
-        if not SUBJECTS[subject].single or ordered[0].id not in removed:
-            continue
-        # The newest fact that stays becomes current: the one the removed current fact superseded.
-        stays = next((fact for fact in ordered if fact.id not in removed), None)
-        if stays is not None:
-            reinstated.append({"fact": stays.id, "instead_of": ordered[0].id, "subject": subject})
+    singles = [subject for subject in facts.values() if _single(subject)]
+    if by_subject is None:
+        by_subject = subject_facts(owner_id=owner_id, subjects=singles)
     return {
         "removed": sorted(facts),
         "rederived": [{"fact": fact, "from": left} for fact, left in sorted(survivors.items()) if left],
-        "reinstated": reinstated,
+        "reinstated": _reinstated(removed=removed, by_subject=by_subject, subjects=singles),
     }
 
 
@@ -67,21 +85,33 @@ NO_FACTS: dict[str, Any] = {"removed": [], "rederived": [], "reinstated": []}
 def facts_attach(deletions: list[DeletionRequest]) -> None:
     """Set `facts` (`facts_effect` of its matched and dependent messages) on each deletion.
 
-    One query finds which deletions touch facts at all (most touch none); only those read more.
+    One query finds which deletions touch facts at all (most touch none); only those read more, and the
+    single-valued subjects' facts are read once for the whole page, and only for previews (what would become
+    current; a deletion carried out lists what it removed and re-derived).
     """
-    touched = set(
+    touched = dict(
         Fact.objects.filter(
             owner_id__in={d.owner_id for d in deletions},
             message_id__in=sorted({pk for d in deletions for pk in (*d.matched_ids, *d.dependent_ids)}),
-        ).values_list("message_id", flat=True)
+        ).values_list("message_id", "subject")
     )
+    previews = [d for d in deletions if d.status == DeletionRequest.Status.PREVIEWED]
+    singles = {subject for subject in touched.values() if _single(subject)}
+    by_owner = {
+        owner_id: subject_facts(owner_id=owner_id, subjects=singles) if singles else {}
+        for owner_id in {d.owner_id for d in previews}
+    }
     for deletion in deletions:
         removed = {*deletion.matched_ids, *deletion.dependent_ids}
-        if not removed & touched:
+        if not removed.intersection(touched):
             deletion.facts = NO_FACTS
             continue
-        effect = facts_effect(owner_id=deletion.owner_id, removed=removed)
-        if deletion.status != DeletionRequest.Status.PREVIEWED:
+        preview = deletion.status == DeletionRequest.Status.PREVIEWED
+        effect = facts_effect(
+            owner_id=deletion.owner_id, removed=removed, by_subject=by_owner.get(deletion.owner_id, {})
+        )
+        if not preview:
+            effect["reinstated"] = []
             rederived = dict(
                 Message.objects.filter(
                     owner_id=deletion.owner_id, role=Message.Role.FACT, replaces__in=effect["removed"]
@@ -97,7 +127,7 @@ def related_information(*, owner: User, matched: list[int], members: set[int]) -
     related: dict[int, dict[str, Any]] = {}
     facts = _facts_of(owner.pk, members)
     for subject, ordered in subject_facts(owner_id=owner.pk, subjects=facts.values()).items():
-        label = SUBJECTS[subject].label
+        label = SUBJECTS[subject].label if subject in SUBJECTS else subject
         for fact in ordered:
             if fact.id not in members:
                 related.setdefault(fact.id, {"id": fact.id, "kind": "fact", "reason": f"a fact about {label}"})
@@ -143,8 +173,17 @@ def related_attach(deletion: DeletionRequest) -> DeletionRequest:
 
 
 def fact_decline(*, owner: User, fact_id: int) -> DeletionRequest:
-    """Decline a fact: recorded against its sources, then removed by a confirmed soft deletion; that deletion."""
-    fact_get(owner_id=owner.pk, fact_id=fact_id)
-    declines_record(owner_id=owner.pk, fact_id=fact_id)
-    preview = deletion_preview(owner=owner, actor=owner, mode=Mode.SOFT, ids=[fact_id], offer_redactions=False)
+    """Decline a fact: recorded against its sources, then removed by a confirmed soft deletion; that deletion.
+
+    The deletion takes what derives from the fact (the replies that used it: undo brings them back), and a
+    correction message the fact was drawn from.
+    """
+    fact, _ = fact_get(owner_id=owner.pk, fact_id=fact_id)
+    sources = declines_record(owner_id=owner.pk, fact_id=fact_id)
+    # A correction the user typed on the Facts page lives only for its fact: declined, it goes with it.
+    corrections = Message.objects.filter(
+        owner=owner, pk__in=sources, thread_id=fact.thread_id, role=Message.Role.USER
+    ).values_list("pk", flat=True)
+    ids = sorted({fact_id, *corrections})
+    preview = deletion_preview(owner=owner, actor=owner, mode=Mode.SOFT, ids=ids, offer_redactions=False)
     return deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)

@@ -34,7 +34,8 @@ class FactBaseSerializer(serializers.Serializer):
     sources = FactSourceSerializer(many=True)
 
     def get_subject_label(self, view: Any) -> str:
-        return SUBJECTS[view.subject].label
+        known = SUBJECTS.get(view.subject)
+        return view.subject if known is None else known.label
 
 
 class FactSerializer(FactBaseSerializer):
@@ -42,7 +43,9 @@ class FactSerializer(FactBaseSerializer):
 
 
 class FactDetailSerializer(FactBaseSerializer):
-    history = FactBaseSerializer(many=True, help_text="The other live facts of its subject, newest said first.")
+    history = FactBaseSerializer(
+        many=True, help_text="The other live facts of its subject, newest said first (at most 20)."
+    )
 
 
 class FactCorrectSerializer(serializers.Serializer):

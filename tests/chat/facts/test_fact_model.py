@@ -77,8 +77,8 @@ def test_half_a_good_answer_is_never_stored(owner, thread, model):
 
 
 def test_the_model_budget_bounds_a_pass_and_the_rest_waits(owner, thread, model, monkeypatch):
-    # The owner's chat budget: each extraction call spends one message of it.
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict(api_settings.DEFAULT_THROTTLE_RATES, chat="2/min"))
+    # The owner's extraction budget (DELLM_FACTS_MODEL_RATE): each call spends one unit, never the chat's.
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict(api_settings.DEFAULT_THROTTLE_RATES, facts="2/min"))
     model.script = [("ok", LISBON)] * 3
     for _ in range(3):
         make_message(thread, "Lisbon has been home for years now.")
@@ -87,3 +87,49 @@ def test_the_model_budget_bounds_a_pass_and_the_rest_waits(owner, thread, model,
     assert len(FactCursor.objects.filter(owner=owner)) == 1
     # The third message is still ahead of the cursor: the next pass reads it.
     assert FactCursor.objects.get(owner=owner).seq == Message.objects.filter(owner=owner, role="user")[1].seq
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [{"subject": ["home"], "statement": "I live in Lisbon."}, {"subject": "home", "statement": "I live\x00 here."}],
+    ids=["subject-not-text", "nul-in-statement"],
+)
+def test_an_answer_that_cannot_be_stored_is_a_failure_and_the_pass_goes_on(owner, thread, model, statement):
+    model.script = [("ok", json.dumps({"facts": [statement]}))] * 2 + [("ok", LISBON)]
+    failing = make_message(thread, "Something odd.")
+    make_message(thread, "Lisbon has been home for years now.")
+    facts_extract_pass(owner_id=owner.pk)
+    assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
+    assert FactCursor.objects.get(owner=owner).failed == [failing.pk]
+    assert FactCursor.objects.get(owner=owner).seq == Message.objects.filter(owner=owner, role="user").last().seq
+
+
+def test_re_deriving_a_soft_deleted_fact_asks_the_model_nothing(owner, thread, model):
+    from chat.facts.rederive import facts_rederive
+    from provenance.deletions.confirm import deletion_confirm
+    from provenance.deletions.preview import deletion_preview
+
+    model.script = [("ok", LISBON)] * 2
+    first = make_message(thread, "Lisbon has been home for years now.")
+    make_message(thread, "Still in Lisbon, and loving it.")
+    facts_extract_pass(owner_id=owner.pk)
+    [fact] = Message.objects.filter(owner=owner, role="fact")
+    asked = len(model.requests)
+    preview = deletion_preview(owner=owner, actor=owner, ids=[first.pk], mode="soft")
+    deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)  # re-derives (eager)
+    assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
+    assert len(model.requests) == asked  # every source said it: the survivor's statement is the fact's text
+    # Asked again for the same removed fact (a redelivered task): nothing more is stored.
+    assert facts_rederive(owner_id=owner.pk, fact_ids=[fact.pk]) == []
+
+
+def test_one_pass_at_a_time_and_the_one_asked_for_meanwhile_runs_after(owner, thread):
+    from django.core.cache import cache
+
+    make_message(thread, "I live in Lisbon.")
+    cache.add(f"facts:pass:{owner.pk}", 1)  # a pass of this owner is running elsewhere
+    assert facts_extract_pass(owner_id=owner.pk).busy and facts(owner) == []
+    cache.delete(f"facts:pass:{owner.pk}")
+    done = facts_extract_pass(owner_id=owner.pk)
+    # The running pass ends saying there is more: the task enqueues the next, which reads what came meanwhile.
+    assert done.more and facts(owner) == [("rules", "Home city: I live in Lisbon.")]

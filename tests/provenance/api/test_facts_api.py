@@ -123,3 +123,24 @@ def test_the_preview_lists_related_information_outside_dep_unticked(api, say):
     assert all(item["id"] not in preview["dependents"] for item in preview["related"])
     # Only the response that creates the preview carries it.
     assert api.get(f"/api/deletions/{preview['id']}/").json()["related"] == []
+
+
+def test_a_correction_in_the_same_words_of_a_many_valued_fact_keeps_the_users_fact(api, say):
+    say("I have a dog named rex.")
+    [fact] = facts(api)
+    response = api.post(f"/api/facts/{fact['id']}/correct/", {"text": "I have a dog named Rex"}, format="json")
+    assert response.status_code == 201
+    [kept] = facts(api)
+    assert kept["id"] == response.json()["fact"]["id"] != fact["id"]
+    assert kept["text"] == "Pets: I have a dog named Rex." and kept["extractor"] == "user"
+
+
+def test_declining_a_correction_takes_the_correction_message_too(api, owner, say):
+    say("I live in Lisbon.")
+    [fact] = facts(api)
+    new = api.post(f"/api/facts/{fact['id']}/correct/", {"text": "I live in Sintra"}, format="json").json()["fact"]
+    correction = new["sources"][0]["id"]
+    assert api.post(f"/api/facts/{new['id']}/decline/").status_code == 200
+    assert Message.objects.get(pk=correction).status == "deleted"
+    # What the user declined is no memory any more: only Lisbon is.
+    assert [f["text"] for f in facts(api)] == ["Home city: I live in Lisbon."]
