@@ -5,8 +5,8 @@ read. A pass reads the next DELLM_FACTS_BATCH live user messages after it
 (typed turns, `/v1` and imported messages alike: every door stores through
 the writer, with the owner's next sequence number), draws each one's
 statements (`chat.facts.rules` offline, `chat.facts.model` with a model),
-stores them through the writer (`fact_store`: a fact only while its source is
-live) and moves the cursor on. A reply is never a source: it is not a fact
+stores them through the writer in one transaction (`facts_store_many`: a fact
+only while its source is live) and moves the cursor on. A reply is never a source: it is not a fact
 about the user. A statement the user declined from that message
 (`FactDecline`) is never drawn again. The new facts are embedded after their
 transaction, like any message.
@@ -22,8 +22,7 @@ from django.db.models import Max
 from chat.facts.model import ExtractionFailed, model_statements
 from chat.facts.rules import Statement, statements
 from chat.models import FactCursor, FactDecline, Message
-from chat.writer import SourcesRemoved
-from chat.writer.facts import fact_store
+from chat.writer.facts import NewFact, facts_store_many
 from chat.writer.vectors import messages_index_embed
 from core.api.budgets import budget_take
 
@@ -107,7 +106,7 @@ def _pass(*, owner_id: int, limit: int) -> Pass:
         )
     )
     last = start
-    new: list[int] = []
+    drawn: list[NewFact] = []
     failed: list[int] = []
     for pk, seq, content, source_created_at, created_at in rows:
         if how == "model":
@@ -121,23 +120,14 @@ def _pass(*, owner_id: int, limit: int) -> Pass:
             logger.warning("facts: extraction of message %s failed", pk)
             failed.append(pk)
             found = []
-        for statement in found:
-            if (pk, statement.subject) in declined:
-                continue
-            try:
-                fact, created = fact_store(
-                    owner_id=owner_id,
-                    subject=statement.subject,
-                    text=statement.text,
-                    sources=[pk],
-                    said_at=source_created_at or created_at,
-                    extractor=how,
-                )
-            except SourcesRemoved:
-                break  # the message was deleted meanwhile: nothing of it is stored
-            if created:
-                new.append(fact.pk if isinstance(fact, Message) else fact)
+        drawn += [
+            NewFact(source=pk, subject=s.subject, text=s.text, said_at=source_created_at or created_at)
+            for s in found
+            if (pk, s.subject) not in declined
+        ]
         last = seq
+    # One write for the whole batch (a statement whose message was deleted meanwhile is dropped there).
+    new, _ = facts_store_many(owner_id=owner_id, facts=drawn, extractor=how) if drawn else ([], [])
     reached = last if done.more else top
     done.failed, done.stored = len(failed), len(new)
     # Compare-and-set: a pass that ran meanwhile moved the cursor, and its own end stands.

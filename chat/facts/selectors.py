@@ -73,11 +73,16 @@ def fact_list(*, owner_id: int, subject: str | None = None, state: str | None = 
     return facts.order_by("subject", F("said").desc(), "-seq")
 
 
-def facts_describe(*, owner_id: int, facts: list[Message]) -> list[FactView]:
-    """`FactView`s of these facts, in their order: a few queries for the whole page."""
+def facts_describe(*, owner_id: int, facts: list[Message], newer: dict[int, int] | None = None) -> list[FactView]:
+    """`FactView`s of these facts, in their order: a few queries for the whole page.
+
+    `newer`: {fact id: the fact superseding it} of the facts' subjects, when the caller read it already.
+    """
     ids = [fact.pk for fact in facts]
     rows = {row.message_id: row for row in Fact.objects.filter(owner_id=owner_id, message_id__in=ids)}
-    newer = _superseded(owner_id)
+    if newer is None:
+        singles = {row.subject for row in rows.values() if row.subject in SUBJECTS and SUBJECTS[row.subject].single}
+        newer = superseded_by(subject_facts(owner_id=owner_id, subjects=singles))
     sources = fact_sources(owner_id=owner_id, ids=ids)
     said = {
         pk: FactSource(id=pk, thread_id=thread, seq=seq, said_at=source or created)
@@ -105,11 +110,12 @@ HISTORY_LISTED = 20
 
 def fact_detail(*, owner_id: int, fact: Message, subject: str) -> FactView:
     """One fact with its history: the other live facts of its subject, newest said first, HISTORY_LISTED at most."""
-    others = [f.id for f in subject_facts(owner_id=owner_id, subjects=[subject]).get(subject, []) if f.id != fact.pk]
-    others = others[:HISTORY_LISTED]
+    by_subject = subject_facts(owner_id=owner_id, subjects=[subject])
+    newer = superseded_by(by_subject)
+    others = [f.id for f in by_subject.get(subject, []) if f.id != fact.pk][:HISTORY_LISTED]
     rows = Message.objects.filter(owner_id=owner_id, pk__in=others).defer(*INDEX_FIELDS).in_bulk()
-    [view] = facts_describe(owner_id=owner_id, facts=[fact])
-    view.history = facts_describe(owner_id=owner_id, facts=[rows[pk] for pk in others if pk in rows])
+    [view] = facts_describe(owner_id=owner_id, facts=[fact], newer=newer)
+    view.history = facts_describe(owner_id=owner_id, facts=[rows[pk] for pk in others if pk in rows], newer=newer)
     return view
 
 

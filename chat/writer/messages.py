@@ -228,19 +228,19 @@ def message_store(
     return message
 
 
-def edges_add(*, owner_id: int, target_id: int, sources: Sequence[Source]) -> int:
-    """Add edges from `sources` to the stored message `target_id` (a fact drawn again from another message).
+def edges_add(*, owner_id: int, edges: Sequence[tuple[int, Source]]) -> int:
+    """Add edges `(target id, source)` to stored messages (a fact drawn again from other messages).
 
-    Under the owner's lock; refused with `SourcesRemoved` (nothing written) unless the target and every
-    source are live messages of the owner. More sources only widen Dep (I1). How many edges were new.
+    Under the owner's lock; refused with `SourcesRemoved` (nothing written) unless every target and every
+    source is a live message of the owner. More sources only widen Dep (I1). How many edges were new.
     """
     with transaction.atomic(savepoint=False):
         owner_lock(owner_id)
-        wanted = {source.id for source in sources} | {target_id}
+        wanted = {source.id for _, source in edges} | {target for target, _ in edges}
         missing = wanted - _live(owner_id, wanted)
         if not missing:
             return _edges_insert(
-                owner_id=owner_id, rows=[(s.id, target_id, s.rank, s.score, s.signal) for s in sources]
+                owner_id=owner_id, rows=[(s.id, target, s.rank, s.score, s.signal) for target, s in edges]
             )
     raise SourcesRemoved(missing)
 

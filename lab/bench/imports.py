@@ -28,10 +28,14 @@ TARGET_SECONDS = 60.0
 def chatgpt_export(*, conversations: int, per_conversation: int, seed: int = 0) -> bytes:
     """A ChatGPT conversations.json: a root with a null message, then alternating user/assistant turns."""
     rng = np.random.default_rng(seed)
-    texts = iter(sentences(conversations * per_conversation, rng))
+    return chatgpt_export_of(sentences(conversations * per_conversation, rng), per_conversation=per_conversation)
+
+
+def chatgpt_export_of(texts: list[str], *, per_conversation: int) -> bytes:
+    """`texts` as a ChatGPT export, `per_conversation` at a time, alternating user and assistant turns."""
     document: list[dict[str, Any]] = []
     start = 1_700_000_000.0
-    for c in range(conversations):
+    for c in range(len(texts) // per_conversation):
         mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
         parent = "root"
         for m in range(per_conversation):
@@ -43,7 +47,7 @@ def chatgpt_export(*, conversations: int, per_conversation: int, seed: int = 0) 
                     "id": node,
                     "author": {"role": "user" if m % 2 == 0 else "assistant", "name": None, "metadata": {}},
                     "create_time": start + c * 3600 + m,
-                    "content": {"content_type": "text", "parts": [next(texts)]},
+                    "content": {"content_type": "text", "parts": [texts[c * per_conversation + m]]},
                     "status": "finished_successfully",
                     "metadata": {},
                     "recipient": "all",

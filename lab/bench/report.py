@@ -6,6 +6,8 @@ from pathlib import Path
 # The Figure API draws with the Agg canvas, headless, without pyplot's global state.
 from matplotlib.figure import Figure
 
+from lab.bench.facts import facts_section, facts_targets
+
 TARGETS = {
     "dependents": 30.0,
     "cte_ratio": 10.0,
@@ -239,6 +241,7 @@ def targets(results: dict) -> list[tuple[str, str, bool | None]]:
             )
         )
     out += _erasure_partition_targets(results.get("erase_partition"))
+    out += facts_targets(results.get("facts"))
     out += _load_targets(results)
     return out
 
@@ -1061,6 +1064,7 @@ def report_write(*, out: Path, meta: dict, results: dict) -> dict[str, Path]:
     sections += _vector_index_section(results["vector_index"]) if "vector_index" in results else []
     sections += _erasure_partition_section(results["erase_partition"]) if "erase_partition" in results else []
     sections += _ctxindex_section(results["ctxindex"]) if "ctxindex" in results else []
+    sections += facts_section(results["facts"]) if "facts" in results else []
     report.write_text("\n\n".join(header + sections) + "\n", encoding="utf-8")
     section = out / "README_SECTION.md"
     section.write_text(

@@ -14,6 +14,7 @@ from chat.index.vectors import MIN_MESSAGES
 from dellm_site.celery import app as celery_app
 from lab.bench.ctxindex import ctxindex_bench
 from lab.bench.erasure_partitions import erasure_partition_bench
+from lab.bench.facts import facts_bench
 from lab.bench.import_memory import import_memory_bench
 from lab.bench.import_taint import import_taint_bench
 from lab.bench.imports import import_bench
@@ -51,6 +52,7 @@ PARTS = (
     "vector_index",
     "erase_partition",
     "ctxindex",
+    "facts",
 )
 # Parts that bring their own data: throwaway users (lab/bench/load.py,
 # lab/bench/redaction.py) or a generated
@@ -67,6 +69,7 @@ SELF_CONTAINED = {
     "vector_index",
     "erase_partition",
     "ctxindex",
+    "facts",
 }
 # One INFO line (ids only) per turn or deletion; thousands per run.
 QUIET_LOGGERS = ("chat.turns", "provenance.deletions", "provenance.erasure", "provenance.regeneration")
@@ -164,6 +167,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--erase-users", type=int, default=1_000, help="erase_partition: owners they belong to.")
         parser.add_argument("--erase-partitions", type=int, default=16, help="erase_partition: hash partitions.")
+        parser.add_argument(
+            "--facts-messages",
+            type=int,
+            default=20_000,
+            help="facts: messages of the imported history (half of them statements: one fact each).",
+        )
         parser.add_argument(
             "--ctxindex-neighbours",
             type=int,
@@ -279,6 +288,8 @@ class Command(BaseCommand):
             )
         if part == "ctxindex":
             return ctxindex_bench(neighbours=options["ctxindex_neighbours"])
+        if part == "facts":
+            return facts_bench(messages=options["facts_messages"], seed=options["seed"])
         if part == "import_memory":
             return import_memory_bench(
                 megabytes=options["import_memory_mb"],
