@@ -22,9 +22,10 @@ class FactBaseSerializer(serializers.Serializer):
     subject = serializers.ChoiceField(choices=list(SUBJECTS))
     subject_label = serializers.SerializerMethodField()
     text = serializers.CharField(source="message.content")
-    state = serializers.ChoiceField(
-        choices=["current", "superseded"],
-        help_text="superseded: a newer fact of the same single-valued subject (a home city, an employer) is live.",
+    # Text, not an enum: another "state" (a regeneration's) names its enum in the schema.
+    state = serializers.CharField(
+        help_text="current, or superseded: a newer fact of the same single-valued subject (a home city, an "
+        "employer) is live.",
     )
     superseded_by = serializers.IntegerField(allow_null=True)
     decision = serializers.ChoiceField(choices=["", "approved"], help_text="approved: the user confirmed it.")
