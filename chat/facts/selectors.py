@@ -59,7 +59,9 @@ def fact_list(*, owner_id: int, subject: str | None = None, state: str | None = 
         )
     if state is not None and state not in STATES:
         raise ValidationFailed("state is current or superseded.", fields={"state": "unknown"})
-    rows = Fact.objects.filter(owner_id=owner_id, message_id=OuterRef("pk"))
+    # By its unique message id alone: with the owner too, a planner whose statistics lag behind a fresh
+    # import read the owner's whole index once per fact (a second for 5,669 facts).
+    rows = Fact.objects.filter(message_id=OuterRef("pk"))
     facts = (
         Message.objects.filter(owner_id=owner_id, role=Message.Role.FACT, status__in=Message.LIVE)
         .defer(*INDEX_FIELDS)
