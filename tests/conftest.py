@@ -66,6 +66,20 @@ def thread(owner):
 
 
 @pytest.fixture
+def tell(api, thread, django_capture_on_commit_callbacks):
+    """Post a chat message and run its turn and what follows it (Celery is eager); {"message", "turn"} as read back."""
+
+    def tell(text: str, thread_id: int | None = None) -> dict:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = api.post(f"/api/threads/{thread_id or thread.pk}/messages/", {"content": text}, format="json")
+        assert response.status_code == 202, response.content
+        body = response.json()
+        return {"message": body["message"], "turn": api.get(f"/api/turns/{body['turn']['id']}/").json()}
+
+    return tell
+
+
+@pytest.fixture
 def facts_on(settings):
     """Facts drawn from the user's words, as in the product (tests/settings.py turns them off elsewhere)."""
     settings.DELLM_FACTS = True

@@ -220,6 +220,20 @@ class AsgiServer:
 PAGE = 8192
 
 
+def indexes_of(tables: list[str]) -> set[str]:
+    """The indexes of these tables and, on a table partitioned by owner, the partitions' own (a per-owner index)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
+            "WHERE (t.relname = ANY(%(tables)s) "
+            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
+            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
+            {"tables": tables},
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
 def relation_files(relations: list[str]) -> dict[str, bytes]:
     """{relation: every byte of its main fork} after a CHECKPOINT, a table's TOAST table listed as `<table>:toast`.
 

@@ -1,7 +1,6 @@
 """A purge of a fact's source leaves no word of the fact anywhere a forensic reader would look (I3)."""
 
 import pytest
-from django.db import connection
 
 from chat.facts.extract import facts_extract_pass
 from chat.models import Fact, Message
@@ -10,30 +9,17 @@ from provenance.deletions.preview import deletion_preview
 from provenance.erasure.eraser import scrub
 from provenance.erasure.registry import TABLES
 from tests.factories import make_message
-from tests.helpers import heap_tuples, relation_files
+from tests.helpers import heap_tuples, indexes_of, relation_files
 
 # Words no other test uses: a rolled-back test leaves its own in relation files until a flush.
 WORDS = (b"exholm", b"uillbury")  # as written and as lexemes (lower case)
 SAID = "I live in Vexholm and work as a nurse at the Quillbury clinic."
 
 
-def _indexes() -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
-            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
-            "WHERE (t.relname = ANY(%(tables)s) "
-            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
-            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
-            {"tables": list(TABLES)},
-        )
-        return sorted(name for (name,) in cursor.fetchall())
-
-
 def _residue() -> dict[str, list[bytes]]:
     """{relation: the purged words in it}: every table's tuples (and TOAST's), every index's whole file."""
     found = {}
-    for name, data in relation_files([*TABLES, *_indexes()]).items():
+    for name, data in relation_files([*TABLES, *sorted(indexes_of(list(TABLES)))]).items():
         text = heap_tuples(data) if name.removesuffix(":toast") in TABLES else data
         if words := [word for word in WORDS if word in text]:
             found[name] = words

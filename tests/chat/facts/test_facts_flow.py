@@ -11,16 +11,8 @@ pytestmark = pytest.mark.usefixtures("facts_on")
 
 
 @pytest.fixture
-def say(api, thread, django_capture_on_commit_callbacks):
-    """Post a message, run its turn and what follows it (Celery is eager in tests); the finished turn."""
-
-    def say(text: str, thread_id: int | None = None) -> dict:
-        with django_capture_on_commit_callbacks(execute=True):
-            response = api.post(f"/api/threads/{thread_id or thread.pk}/messages/", {"content": text}, format="json")
-        assert response.status_code == 202, response.content
-        return api.get(f"/api/turns/{response.json()['turn']['id']}/").json()
-
-    return say
+def say(tell):
+    return lambda text: tell(text)["turn"]
 
 
 def context_of(turn: dict) -> list[Message]:

@@ -19,7 +19,7 @@ from provenance.erasure.places import Way
 from provenance.erasure.registry import TABLES, reindexed
 from provenance.erasure.tasks import erasure_vacuum_sweep_task
 from tests.factories import make_message, unit_vector
-from tests.helpers import heap_tuples, relation_files
+from tests.helpers import heap_tuples, indexes_of, relation_files
 
 SECRET = "zanzibar quokkas hide my locker code 918273"
 WORDS = (b"zanzibar", b"quokka", b"918273")
@@ -107,17 +107,8 @@ def test_registry_check_finds_a_planted_table(db):
 
 
 def _indexes_now() -> set[str]:
-    """The indexes of the tables and, on a table partitioned by owner, the partitions' own (a per-owner index)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT i.relname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
-            "JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_inherits p ON p.inhrelid = t.oid "
-            "WHERE (t.relname = ANY(%(tables)s) "
-            "OR p.inhparent IN (SELECT oid FROM pg_class WHERE relname = ANY(%(tables)s))) "
-            "AND NOT EXISTS (SELECT FROM pg_inherits a WHERE a.inhrelid = x.indexrelid)",
-            {"tables": list(TABLES)},
-        )
-        return {name for (name,) in cursor.fetchall()}
+    """The indexes of the registry's tables and, on a table partitioned by owner, the partitions' own."""
+    return indexes_of(list(TABLES))
 
 
 def _registered(name: str) -> bool:
