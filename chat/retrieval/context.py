@@ -8,7 +8,7 @@ from chat.index.embeddings import embed_one
 from chat.index.vectors import embedding_cast, vector_literal, vector_query_cursor
 from chat.llm import ContextItem
 from chat.models import INDEX_FIELDS, LIVE_STATUSES, SAID_AT_SQL, Message
-from chat.retrieval.facts import facts_choose
+from chat.retrieval.facts import FACTS_WIDTH, facts_choose, facts_held
 from chat.retrieval.fused import hybrid_retrieve
 from chat.retrieval.neighbours import NEIGHBOURS, neighbours_add
 
@@ -90,18 +90,22 @@ def context_retrieve(
     compete for the same slots; the current fact of a subject stands for a superseded one
     (`chat.retrieval.facts.facts_choose`).
     """
+    relevance = policy in ("relevant", "lexical", "vector")
+    # With facts, FACTS_WIDTH times k are read, the facts settled (a superseded one gives way, facts go first,
+    # their sources may go), and the first k kept: `make eval` measures recall@5 the same way.
+    wide = k * FACTS_WIDTH if relevance and facts_held(owner_id=message.owner_id) else k
     items = _matches(
-        message=message, policy=policy, k=k, threshold=threshold, window=window, lexical_floor=lexical_floor
+        message=message, policy=policy, k=wide, threshold=threshold, window=window, lexical_floor=lexical_floor
     )
-    if policy in ("relevant", "lexical", "vector"):
+    if relevance:
         items = neighbours_add(
             owner_id=message.owner_id,
             items=items,
-            k=k,
+            k=wide,
             exclude_id=message.id,
             mode=NEIGHBOURS if neighbours is None else neighbours,
         )
-    return facts_choose(owner_id=message.owner_id, items=items)
+    return facts_choose(owner_id=message.owner_id, items=items)[: k if relevance else None]
 
 
 def _matches(
@@ -173,13 +177,13 @@ def memory_search(*, owner_id: int, text: str, k: int) -> list[tuple[ContextItem
         exclude_id=0,
         text=text,
         query=None if vector is None else vector_literal(vector),
-        k=k,
+        k=k * FACTS_WIDTH if facts_held(owner_id=owner_id) else k,
         threshold=settings.DELLM_CONTEXT_THRESHOLD,
         lexical_floor=settings.DELLM_LEXICAL_FLOOR,
         probes=IVFFLAT_PROBES,
         model=settings.DELLM_EMBEDDING_MODEL,
         dim=0 if vector is None else len(vector),
     )
-    items = facts_choose(owner_id=owner_id, items=items)
+    items = facts_choose(owner_id=owner_id, items=items)[:k]
     rows = Message.objects.filter(owner_id=owner_id).defer(*INDEX_FIELDS).in_bulk([item.id for item in items])
     return [(item, rows[item.id]) for item in items if item.id in rows]

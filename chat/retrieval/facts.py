@@ -101,6 +101,15 @@ def fact_sources(*, owner_id: int, ids: Iterable[int]) -> dict[int, list[int]]:
     return dict(found)
 
 
+# A context with facts is chosen from this many times k retrieved items (see `chat.retrieval.context`).
+FACTS_WIDTH = 2
+
+
+def facts_held(*, owner_id: int) -> bool:
+    """Whether the owner has facts that a context may use (DELLM_FACTS_CONTEXT not `off`); one indexed read."""
+    return settings.DELLM_FACTS_CONTEXT != "off" and Fact.objects.filter(owner_id=owner_id).exists()
+
+
 def facts_choose(*, owner_id: int, items: list[ContextItem]) -> list[ContextItem]:
     """The context with its facts settled (see the module's docstring); unchanged when it holds none."""
     if not any(item.role == FACT for item in items):
