@@ -12,9 +12,10 @@ DELLM_FACTS = env_bool("DELLM_FACTS", True)
 DELLM_FACTS_EXTRACTOR = env_choice("DELLM_FACTS_EXTRACTOR", "auto", ("auto", "rules", "model"))
 # Messages one extraction pass reads (a pass enqueues the next while some are left: an import's backlog).
 DELLM_FACTS_BATCH = env_int("DELLM_FACTS_BATCH", 500)
-# What a fact does in a turn's context: `beside` its sources (both compete for the k slots), `replace` them
-# (a fact in the context takes the place of the messages it was drawn from), or `off` (never retrieved).
-DELLM_FACTS_CONTEXT = env_choice("DELLM_FACTS_CONTEXT", "beside", ("beside", "replace", "off"))
+# What a fact does in a turn's context: `replace` the messages it was drawn from (it stands for them, in the
+# place of the first), sit `beside` them (both compete for the k slots), or `off` (never used). `make eval`
+# chose `replace` (lab/HISTORY.md, "Distilled memory").
+DELLM_FACTS_CONTEXT = env_choice("DELLM_FACTS_CONTEXT", "replace", ("beside", "replace", "off"))
 # A deletion's preview lists the user's other messages and facts at least this similar in meaning to what it
 # matched (and the facts of the same subjects) as related information outside Dep, unticked.
 DELLM_RELATED_THRESHOLD = env_float("DELLM_RELATED_THRESHOLD", 0.3)

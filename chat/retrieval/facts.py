@@ -1,15 +1,16 @@
-"""Facts in a context: the current fact of a subject in place of a superseded one, ahead of the messages.
+"""Facts in a context: the current fact of a subject in place of a superseded one, standing for its sources.
 
 Supersession is computed from what is live, never stored: of a single-valued
-subject (`chat.facts.subjects`: a home city, an employer) the current fact is
-the one said last (`said_at`, then `seq`), and every older live fact of it
-is superseded by that one. So forgetting the newer statement reinstates the
-older with nothing to rewrite, and undoing that deletion supersedes it again.
-A turn's context (`facts_choose`) takes the facts retrieval found: a
-superseded one gives way to its subject's current fact; facts go first (short,
-current, the user's own statements); with DELLM_FACTS_CONTEXT=replace a fact
-takes the place of the messages it was drawn from, and with `off` no fact is
-used. Each fact item names its sources (`ContextItem.sources`).
+subject (`chat.subjects`: a home city, an employer) the current fact is the
+one said last (as new as its newest live source), and every older live fact
+of it is superseded by that one. So forgetting the newer statement reinstates
+the older with nothing to rewrite, and undoing that deletion supersedes it
+again. A turn's context (`facts_choose`) takes the facts retrieval found: a
+superseded one gives way to its subject's current fact, each names its
+sources (`ContextItem.sources`) and stands for them: with
+DELLM_FACTS_CONTEXT=replace it takes the place of the first of them and the
+others leave; with `beside` it goes just before the first and they stay;
+with `off` no fact is used.
 """
 
 from collections import defaultdict
@@ -128,18 +129,28 @@ def facts_choose(*, owner_id: int, items: list[ContextItem]) -> list[ContextItem
     by_subject = subject_facts(owner_id=owner_id, subjects=singles)
     current = {facts[0].id: facts[0] for facts in by_subject.values()}
     newer = superseded_by(by_subject)
-    chosen: list[ContextItem] = []
-    taken: set[int] = set()
     heads = {newer[item.id] for item in found if item.id in newer}
     words = dict(Message.objects.filter(owner_id=owner_id, pk__in=heads).values_list("pk", "content"))
-    for item in found:
+    # Each fact where it was found (a superseded one's place goes to its subject's current fact), once.
+    settled: dict[int, ContextItem] = {}
+    for position, item in enumerate(items):
+        if item.role != FACT:
+            continue
         if item.id in newer:
             head = current[newer[item.id]]
             item = replace(item, id=head.id, seq=head.seq, content=words[head.id], said_at=head.said_at)
-        if item.id not in taken:
-            taken.add(item.id)
-            chosen.append(item)
-    sources = fact_sources(owner_id=owner_id, ids=taken)
-    chosen = [replace(item, sources=tuple(sources.get(item.id, ()))) for item in chosen]
-    stood_for = {pk for item in chosen for pk in item.sources} if mode == "replace" else set()
-    return chosen + [item for item in items if item.role != FACT and item.id not in stood_for]
+        if all(other.id != item.id for other in settled.values()):
+            settled[position] = item
+    sources = fact_sources(owner_id=owner_id, ids=[item.id for item in settled.values()])
+    settled = {position: replace(item, sources=tuple(sources.get(item.id, ()))) for position, item in settled.items()}
+    place = {item.id: position for position, item in enumerate(items) if item.role != FACT}
+    stood_for = {pk for item in settled.values() for pk in item.sources} if mode == "replace" else set()
+    # A fact stands for its sources: it goes just before the first of them in the context, if that is earlier.
+    ranked = [
+        (min([position, *(place[pk] for pk in item.sources if pk in place)]) - 0.5, item)
+        for position, item in settled.items()
+    ]
+    ranked += [
+        (position, item) for position, item in enumerate(items) if item.role != FACT and item.id not in stood_for
+    ]
+    return [item for _, item in sorted(ranked, key=lambda pair: pair[0])]

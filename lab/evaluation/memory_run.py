@@ -145,7 +145,7 @@ def _history_run(
             evidence = [keyed[key] for key in question.evidence]
             for setting in settings_list:
                 start = time.perf_counter()
-                with override_settings(DELLM_FACTS_CONTEXT=setting.facts or "beside"):
+                with override_settings(DELLM_FACTS_CONTEXT=setting.facts or "replace"):
                     items = context_retrieve(
                         message=message,
                         policy=setting.policy,
