@@ -89,6 +89,10 @@ _MEMORY_LIVE = (
 # source (an import keeps the other tool's) or here, in UTC, in English words
 # ("1 December 2026"), so the same conversation typed or imported gets the
 # same index.
+# Whether `m` takes a context at all, inside the look-ups too: the planner then skips them for a row that does
+# not (a fact, a tool step), instead of walking its thread back to the first memory message (none, in the
+# facts thread: every earlier fact read again for each new one).
+_GIVES_CONTEXT = "m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL"
 INDEX_SOURCES_SQL = "CASE WHEN p.id IS NULL THEN ARRAY[]::bigint[] ELSE ARRAY[p.id] END"
 INDEX_CONTEXT_SQL = """CASE WHEN m.role = ANY(%(memory)s) AND m.content <> '' AND m.tool_calls IS NULL
        THEN concat_ws(' ',
@@ -101,13 +105,13 @@ PREVIOUS_TURN_JOIN_SQL = f"""LEFT JOIN LATERAL (
     FROM (
         -- Messages shown at their own seq: (seq, seq) before m's (coalesce(place, seq), seq), by message_thread_seq.
         (SELECT q.id, q.content, q.seq AS k1, q.seq AS k2 FROM {_TABLE} q
-         WHERE q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE}
+         WHERE {_GIVES_CONTEXT} AND q.thread_id = m.thread_id AND q.place IS NULL AND {_MEMORY_LIVE}
            AND q.seq <= coalesce(m.place, m.seq) AND (q.seq < coalesce(m.place, m.seq) OR m.place IS NOT NULL)
          ORDER BY q.seq DESC LIMIT 1)
         UNION ALL
         -- Rewrites shown at another's place (few), by message_thread_place.
         (SELECT q.id, q.content, q.place, q.seq FROM {_TABLE} q
-         WHERE q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
+         WHERE {_GIVES_CONTEXT} AND q.thread_id = m.thread_id AND q.place IS NOT NULL AND {_MEMORY_LIVE}
            AND (q.place, q.seq) < (coalesce(m.place, m.seq), m.seq)
          ORDER BY q.place DESC, q.seq DESC LIMIT 1)
     ) cand
