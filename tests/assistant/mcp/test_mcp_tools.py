@@ -345,7 +345,7 @@ def _fact_of(owner, source):
 
 
 @pytest.mark.usefixtures("facts_on")
-def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(owner, thread):
+def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(owner, thread, settings):
     said = make_message(thread, "I live in Lisbon near the river.")
     facts_extract_pass(owner_id=owner.pk)
     fact = _fact_of(owner, said)
@@ -359,7 +359,9 @@ def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(ow
     assert list(MemoryRead.objects.values_list("tool", "message_ids")) == [
         ("search_memory", sorted([fact.pk, said.pk]))
     ]
-    # A message that is no fact has neither field (facts go first in what retrieval finds).
+    # A message that is no fact has neither field. Beside its source, a fact goes just before it (with
+    # DELLM_FACTS_CONTEXT=replace, the default, the fact stands for its source and is listed alone).
+    settings.DELLM_FACTS_CONTEXT = "beside"
     both = tools.search_memory(user=owner, client=CLIENT, query="Lisbon river", k=5)["memories"]
     assert [(m["id"], "subject" in m, "sources" in m) for m in both] == [(fact.pk, True, True), (said.pk, False, False)]
 
