@@ -440,11 +440,8 @@ class AgentAccess(models.Model):
 class Fact(models.Model):
     """What a fact node (a `fact` message) is about: its subject and the user's decision. Never text.
 
-    The fact's words are the message's `content` (erased like any message's);
-    `subject` is one of the closed list `chat.facts.subjects.SUBJECTS`, never
-    the user's words. Newer facts of a single-valued subject supersede older
-    ones (chat/facts/supersession.py), computed from what is live, so
-    forgetting the newer one reinstates the older.
+    Its words are the message's `content`; `subject` is a key of `chat.subjects.SUBJECTS`. Which fact of a
+    subject is current is computed from what is live (chat/retrieval/facts.py), never stored.
     """
 
     class Decision(models.TextChoices):
