@@ -80,9 +80,9 @@ def tell(api, thread, django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def facts_on(settings):
-    """Facts drawn from the user's words, as in the product (tests/settings.py turns them off elsewhere)."""
-    settings.DELLM_FACTS = True
+def facts_off(settings):
+    """No facts drawn (DELLM_FACTS=false): for a test about a history of messages alone, which says so by name."""
+    settings.DELLM_FACTS = False
 
 
 @pytest.fixture

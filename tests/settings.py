@@ -13,7 +13,3 @@ from dellm_site.settings import *  # noqa: F403
 # Two partitions, not 16: the same pruning and keys (tests/chat/test_partition_pruning.py), with an eighth
 # of the relations to create and truncate between tests.
 DELLM_PARTITIONS = 2
-
-# Facts (chat/facts/) are drawn in the tests about them, which turn this on (the `facts_on` fixture, or
-# DELLM_FACTS=1 for a worker a test starts): every other test pins a history of messages alone.
-DELLM_FACTS = os.environ.get("DELLM_FACTS") == "1"

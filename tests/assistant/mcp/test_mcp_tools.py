@@ -344,7 +344,6 @@ def _fact_of(owner, source):
     return Message.objects.get(owner=owner, role="fact", in_edges__source=source)
 
 
-@pytest.mark.usefixtures("facts_on")
 def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(owner, thread, settings):
     said = make_message(thread, "I live in Lisbon near the river.")
     facts_extract_pass(owner_id=owner.pk)
@@ -366,7 +365,6 @@ def test_search_marks_a_fact_with_its_subject_and_sources_and_logs_them_shown(ow
     assert [(m["id"], "subject" in m, "sources" in m) for m in both] == [(fact.pk, True, True), (said.pk, False, False)]
 
 
-@pytest.mark.usefixtures("facts_on")
 def test_explain_of_a_fact_gives_subject_sources_supersession_and_dependents(owner, thread):
     lisbon = make_message(thread, "I live in Lisbon near the river.")
     porto = make_message(thread, "I moved to Porto last week, the new flat is great.")

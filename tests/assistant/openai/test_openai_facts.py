@@ -9,7 +9,7 @@ from core.auth.tokens import token_create
 from tests.factories import make_message
 from tests.fake_openai import FakeOpenAI
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("facts_on")]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_completion_names_the_sources_of_each_fact_it_used(start_worker, live_server, owner, thread):
@@ -17,7 +17,7 @@ def test_a_completion_names_the_sources_of_each_fact_it_used(start_worker, live_
     facts_extract_pass(owner_id=owner.pk)
     fact = Message.objects.get(owner=owner, role="fact")
     with FakeOpenAI(default_text="Lisbon.") as fake:
-        env = {"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k", "DELLM_FACTS": "1"}
+        env = {"DELLM_LLM": "openai", "OPENAI_BASE_URL": fake.url, "OPENAI_API_KEY": "k"}
         start_worker(env | {"DELLM_FACTS_EXTRACTOR": "rules"})
         token = token_create(user=owner)[1]
         with openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=token, max_retries=0) as client:

@@ -10,8 +10,6 @@ from chat.facts.extract import facts_extract_pass
 from chat.models import Fact, FactCursor, Message
 from tests.factories import make_message
 
-pytestmark = pytest.mark.usefixtures("facts_on")
-
 LISBON = json.dumps({"facts": [{"subject": "home", "statement": "I live in Lisbon."}]})
 
 

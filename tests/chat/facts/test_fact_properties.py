@@ -70,7 +70,6 @@ def expected(said: list[tuple[int, str]], live: set[int], declined: set[tuple[in
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("facts_on")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=histories())
 # Said twice, one source forgotten: the fact is drawn again from the other.

@@ -27,7 +27,6 @@ def _residue() -> dict[str, list[bytes]]:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("facts_on")
 def test_a_purged_source_takes_its_facts_words_from_every_table_and_index(owner, thread):
     source = make_message(thread, SAID)
     make_message(thread, "I love hiking in the hills.")

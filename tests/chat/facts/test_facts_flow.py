@@ -7,8 +7,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import ContextEdge, Message
 
-pytestmark = pytest.mark.usefixtures("facts_on")
-
 
 @pytest.fixture
 def say(tell):

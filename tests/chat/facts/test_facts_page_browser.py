@@ -10,7 +10,7 @@ from chat.models import Fact, Message
 from provenance.models import DeletionRequest
 from tests.pages import ask_to_forget, screenshot, send, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.usefixtures("facts_on")]
+pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
 
 def wait_for_facts(username: str, count: int) -> None:
@@ -26,7 +26,7 @@ def fact_item(page, text: str):
 
 
 def test_approve_decline_correct_and_forget_facts_on_their_page(signed_in, open_page):
-    page = signed_in("kit", worker_env={"DELLM_FACTS": "1"})
+    page = signed_in("kit")
     send(page, "I live in Lisbon and work as a nurse at the children's hospital.")
     send(page, "My dog is called Biscuit, a beagle.")
     send(page, "I love hiking in the mountains.")
@@ -106,7 +106,7 @@ def test_approve_decline_correct_and_forget_facts_on_their_page(signed_in, open_
 
 
 def test_the_chat_card_shows_the_facts_effect_and_offers_related_information_unticked(signed_in):
-    page = signed_in("lou", worker_env={"DELLM_FACTS": "1"})
+    page = signed_in("lou")
     send(page, "I live in Lisbon.")
     send(page, "I moved to Porto last month.")
     wait_for_facts("lou", 2)

@@ -11,7 +11,7 @@ from chat.models import ContextEdge, ImportJob, Message, Thread
 from chat.subjects import FACTS_SOURCE, FACTS_SOURCE_ID
 from tests.factories import make_message
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("facts_on")]
+pytestmark = [pytest.mark.django_db]
 
 
 def test_an_export_with_facts_imports_without_them_and_the_facts_are_drawn_again(

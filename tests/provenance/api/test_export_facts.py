@@ -9,7 +9,7 @@ from chat.models import Message
 from chat.subjects import FACTS_TITLE
 from tests.factories import make_message
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("facts_on")]
+pytestmark = [pytest.mark.django_db]
 
 
 def test_the_export_lists_facts_with_their_subject_thread_and_edges(owner, thread, api):

@@ -4,8 +4,6 @@ import pytest
 
 from chat.models import ContextEdge, FactDecline, Message
 
-pytestmark = pytest.mark.usefixtures("facts_on")
-
 
 @pytest.fixture
 def say(tell):

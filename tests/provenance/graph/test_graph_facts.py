@@ -6,7 +6,7 @@ from chat.facts.extract import facts_extract_pass
 from chat.models import Message
 from tests.factories import make_message
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("facts_on")]
+pytestmark = [pytest.mark.django_db]
 
 
 def test_a_fact_is_a_node_with_its_subject_and_a_fact_edge_from_its_source(owner, thread, api):
