@@ -1,8 +1,11 @@
 """The docs are true to the code: SECURITY.md's erasure timeline is the eraser's registry in words, and every doc
 cites only files, tests, modules and functions that exist."""
 
+import ast
 import importlib
+import io
 import re
+import tokenize
 
 from django.apps import apps
 
@@ -95,3 +98,41 @@ def test_docs_name_only_modules_functions_and_tasks_that_exist():
     known = OBJECT_TYPES | set(celery_app.tasks)
     unresolved = {dotted: docs for dotted, docs in _cited(DOTTED).items() if not (dotted in known or _resolves(dotted))}
     assert unresolved == {}
+
+
+# A path the product's docstrings and comments name, from the root (`docs/RETRIEVAL.md`, `chat/facts/rules.py`).
+NAMED_PATH = re.compile(r"(?<![\w/.-])(?:core|chat|provenance|assistant|dellm_site|lab|frontend|docs)/[\w/.-]*\w")
+PRODUCT_PACKAGES = ("core", "chat", "provenance", "assistant", "dellm_site", "lab")
+
+
+def _docstrings_and_comments(source: str) -> list[str]:
+    texts = [
+        doc
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and (doc := ast.get_docstring(node, clean=False))
+    ]
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return texts + [token.string for token in tokens if token.type == tokenize.COMMENT]
+
+
+def test_product_docstrings_and_comments_name_only_paths_that_exist():
+    modules = [
+        path
+        for package in PRODUCT_PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts
+    ]
+    missing = {
+        (str(module.relative_to(ROOT)), match.group(0))
+        for module in modules
+        for text in _docstrings_and_comments(module.read_text())
+        for match in NAMED_PATH.finditer(text)
+        if not (ROOT / match.group(0).rstrip(".")).exists()
+    }
+    assert sorted(missing) == []
+
+
+def test_docs_point_at_nothing_outside_the_repository():
+    outside = re.compile(r"(?<![\w.])\.\./|(?<![\w.])/(?:work|home|root)/")
+    assert {str(doc.relative_to(ROOT)) for doc in DOCS if outside.search(doc.read_text())} == set()

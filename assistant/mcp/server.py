@@ -1,4 +1,4 @@
-"""DeLLM's MCP server (the official `mcp` SDK): the tools of assistant/tools.py, over streamable HTTP and stdio.
+"""DeLLM's MCP server (the official `mcp` SDK): the tools of assistant/mcp/tools.py, over streamable HTTP and stdio.
 
 Streamable HTTP is served at `/mcp` by the same ASGI application as the rest
 (dellm_site/asgi.py routes the path here and runs the SDK's session manager in

@@ -1,7 +1,7 @@
 """`/v1/`: the OpenAI-compatible endpoint (chat completions and models).
 
 An unmodified OpenAI client works against `http://host/v1` with a DeLLM API
-token as its key. Each completion is a DeLLM turn (assistant/transcript.py says
+token as its key. Each completion is a DeLLM turn (assistant/openai/transcript.py says
 how the client's transcript is matched to stored messages): the turn runs in
 the Celery worker exactly as a turn from the web app, and this view relays the
 worker's token events (chat/turns/stream.py) as `chat.completion.chunk` events, or

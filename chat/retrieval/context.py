@@ -1,4 +1,4 @@
-"""A turn's context: the top-k of the owner's live messages for a question (docs/architecture/retrieval.md)."""
+"""A turn's context: the top-k of the owner's live messages for a question (docs/RETRIEVAL.md)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Starting a turn: the user's question stored through the writer, the turn queued (docs/architecture/turns.md)."""
+"""Starting a turn: the user's question stored through the writer, the turn queued (docs/subsystems/turns.md)."""
 
 from django.conf import settings
 from django.db import transaction

@@ -1,4 +1,4 @@
-"""A deletion's preview: what a selection takes, Dep(m), and what it would do (docs/architecture/deletions.md)."""
+"""A deletion's preview: what a selection takes, Dep(m), and what it would do (docs/subsystems/deletions.md)."""
 
 import logging
 import math
