@@ -8,7 +8,9 @@ a fact gains a source only when the extractor draws the same statement from
 another message (`chat.writer.facts.fact_store`). So the survivors' statement
 is the fact's own text, kept while the deletion was soft; a purge emptied it,
 and then the newest survivor is read again (the rules, or one model call,
-charged to the owner's budget), keeping its statement of the fact's subject.
+charged to the owner's budget), keeping its statement of the fact's subject,
+and every survivor is a source of it (each said that statement): declining it
+later declines it from all of them, and forgetting one leaves the others'.
 The new fact `replaces` the old one (an id), so an undo of the deletion
 removes it again before the old one comes back. A fact with no survivor stays
 gone, and an older fact its subject had superseded is current again
@@ -100,8 +102,6 @@ def facts_rederive(*, owner_id: int, fact_ids: list[int]) -> list[int]:
                 text = _statement_of(owner_id=owner_id, subject=subject, content=newest)
                 if text is None:
                     continue
-                # Only the newest survivor was read again: it alone is the new fact's source.
-                said = said[:1]
             try:
                 fact, created = fact_store(
                     owner_id=owner_id,

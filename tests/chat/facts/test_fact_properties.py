@@ -76,6 +76,8 @@ def expected(said: list[tuple[int, str]], live: set[int], declined: set[tuple[in
 @example(history=[("say", 0), ("say", 0), ("delete", [0], "soft")])
 # Lisbon, Porto (forgotten), Lisbon again, the forgetting undone: what was said last, Lisbon, is current.
 @example(history=[("say", 0), ("say", 1), ("delete", [1], "soft"), ("say", 0), ("undo", 0)])
+# Said three times, the first purged (drawn again from the other two), then declined: from both survivors.
+@example(history=[("say", 1), ("say", 1), ("say", 1), ("delete", [0], "purge"), ("decline", 0)])
 def test_facts_follow_their_live_sources(history):
     with transaction.atomic():
         owner = make_user()
