@@ -87,7 +87,11 @@ WITH RECURSIVE walk(level, frontier, parents, seen, found) AS (
             FROM (
                 SELECT DISTINCT ON (e.target_id) e.target_id AS target, f.pos
                 FROM unnest(w.frontier) WITH ORDINALITY AS f(id, pos)
-                JOIN {_EDGES} e ON e.owner_id = %(owner)s AND e.source_id = f.id
+                CROSS JOIN LATERAL (
+                    SELECT target_id FROM {_EDGES}
+                    WHERE owner_id = %(owner)s AND source_id = f.id
+                    OFFSET 0
+                ) e
                 WHERE NOT (e.target_id = ANY(w.seen))
                 ORDER BY e.target_id, f.pos
             ) first
