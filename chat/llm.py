@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from chat.statements import asked_subjects, is_request, statements, told, understood
+from chat.subjects import SUBJECTS, fact_parts
 from core.errors import UpstreamFailed
 
 if TYPE_CHECKING:
@@ -93,17 +95,11 @@ def build_prompt(context: list[ContextItem], user_message: str) -> str:
     )
 
 
-_QUESTION_START = re.compile(
-    r"^(what|where|who|whom|whose|when|which|how|why|do|does|did|is|are|was|were|can|could|should|would|will|"
-    r"tell|remind|recall|list|describe|name)\b",
-    re.IGNORECASE,
-)
 QUOTE_LIMIT = 400
-
-
-def _is_question(text: str) -> bool:
-    text = text.strip()
-    return bool(_QUESTION_START.match(text)) or text.endswith("?")
+# A reply quotes at most this many memories, and acknowledges at most this many statements.
+QUOTES = 2
+ACKNOWLEDGED = 3
+FACT = "fact"
 
 
 def _quote(text: str) -> str:
@@ -111,39 +107,97 @@ def _quote(text: str) -> str:
     return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…"
 
 
+def _same(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .!;,")
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """What a context item tells, as the offline responder reads it."""
+
+    item: ContextItem
+    text: str
+    # The subjects it states: a fact's own, or those of the statements in a message of the user's.
+    subjects: frozenset[str]
+
+
+def _memory(item: ContextItem) -> _Memory | None:
+    if item.role == FACT:
+        subject, said = fact_parts(item.content)
+        return _Memory(item, said, frozenset({subject} if subject else ()))
+    # A question or a request carries no fact: only the sentences that tell something are quoted.
+    text = told(item.content)
+    if not text:
+        return None
+    mine = item.role == "user"
+    return _Memory(item, text, frozenset(s.subject for s in statements(text)) if mine else frozenset())
+
+
 class OfflineResponder:
     """Deterministic replies composed from the context, so information visibly flows.
 
-    A question is answered by quoting, verbatim, the one or two most relevant
-    memories that are not themselves questions (the user's own words first,
-    since replies already quote them); a statement is acknowledged by
-    repeating it, plus the closest memory.
+    A question or a request is answered by quoting, verbatim, the one or two
+    memories that answer it: a fact stands for the user's own statement, and
+    what states a subject the question asks about ("Where do I live now?":
+    the home city) comes first, its current fact before any other statement,
+    and alone when one does. A statement of a single-valued subject that the
+    context's fact of it does not stand for is an older one
+    (`chat.retrieval.facts`: a context holds only current facts), quoted after
+    everything else, never as the answer. Otherwise the user's own words come
+    first, then the most relevant. A statement is acknowledged
+    with what was understood of it (each fact's subject and words, told back),
+    not echoed whole.
     """
 
     name = "offline responder (no LLM)"
 
     def complete(self, *, context: list[ContextItem], user_message: str, system: str = "") -> str:
         # The offline responder follows no instructions, so a client's system prompt changes nothing.
-        # Past questions carry no facts, so they are never quoted.
-        facts = [item for item in context if not _is_question(item.content)]
-        ranked = sorted(facts, key=lambda item: (item.role != "user", -item.score, item.seq))
-        statement = " ".join(user_message.split())
-        if _is_question(statement):
-            if not ranked:
-                return "I don't have anything in memory about that yet."
-            quotes: list[str] = []
-            for item in ranked:
-                text = _quote(item.content)
-                # "Noted: X" adds nothing next to X itself.
-                if not any(text in quoted or quoted in text for quoted in quotes):
-                    quotes.append(text)
-                if len(quotes) == 2:
-                    break
-            return "From what you told me: " + " ".join(f"“{quote}”" for quote in quotes)
-        reply = f"Noted: {_quote(statement)}"
-        if ranked:
-            reply += f" (This connects to: “{_quote(ranked[0].content)}”)"
-        return reply
+        said = " ".join(user_message.split())
+        if is_request(said):
+            return self._answer(context, asked_subjects(said))
+        found = statements(said)[:ACKNOWLEDGED]
+        if not found:
+            return "Noted."
+        return "Noted — " + "; ".join(understood(statement) for statement in found) + "."
+
+    def _answer(self, context: list[ContextItem], asked: set[str]) -> str:
+        memories = [memory for memory in map(_memory, context) if memory is not None]
+        # The sources each subject's fact in this context stands for.
+        stood_for: dict[str, set[int]] = {}
+        for memory in memories:
+            if memory.item.role == FACT:
+                for subject in memory.subjects:
+                    stood_for.setdefault(subject, set()).update(memory.item.sources)
+        older = {
+            memory.item.id
+            for memory in memories
+            if memory.item.role != FACT
+            for subject in memory.subjects
+            if SUBJECTS[subject].single and subject in stood_for and memory.item.id not in stood_for[subject]
+        }
+        answering = [memory for memory in memories if memory.subjects & asked and memory.item.id not in older]
+        if not memories:
+            return "I don't have anything in memory about that yet."
+        ranked = sorted(
+            answering or memories,
+            key=lambda memory: (
+                memory.item.id in older,
+                memory.item.role != FACT or not memory.subjects & asked,
+                memory.item.role not in (FACT, "user"),
+                -memory.item.score,
+                memory.item.seq,
+            ),
+        )
+        quotes: list[str] = []
+        for memory in ranked:
+            text = _quote(memory.text)
+            # A fact next to the statement it was drawn from adds nothing.
+            if not any(_same(text) in _same(quoted) or _same(quoted) in _same(text) for quoted in quotes):
+                quotes.append(text)
+            if len(quotes) == QUOTES:
+                break
+        return "From what you told me: " + " ".join(f"“{quote}”" for quote in quotes)
 
     def stream(self, *, context: list[ContextItem], user_message: str, system: str = "") -> Iterator[str]:
         text = self.complete(context=context, user_message=user_message, system=system)

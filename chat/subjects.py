@@ -46,3 +46,14 @@ SUBJECT_KEYS = tuple(SUBJECTS)
 def fact_text(subject: str, statement: str) -> str:
     """A fact's stored words: its subject's label, then the statement ("Home city: I live in Lisbon.")."""
     return f"{SUBJECTS[subject].label}: {statement}"
+
+
+_LABELS = {subject.label: subject.key for subject in SUBJECTS.values()}
+
+
+def fact_parts(text: str) -> tuple[str | None, str]:
+    """A fact's subject key and its statement, from its stored words; (None, text) for words that are not a fact's."""
+    label, colon, statement = text.partition(": ")
+    if colon and label in _LABELS:
+        return _LABELS[label], statement
+    return None, text

@@ -6,6 +6,11 @@ arguments), ...])` (the model calls those tools: `tool_calls`, streamed as
 OpenAI streams them, in fragments); when the script runs out, it answers "ok"
 with `default_text`. Requests are recorded. While `gate` is a cleared
 `threading.Event`, every request waits for it to be set.
+A structured call (`response_format` a JSON schema: the facts extractor's) is the
+other kind a model server answers: it takes the next of `facts_script` instead,
+answering `{"facts": []}` when that runs out, and is recorded in
+`fact_requests`, so that the facts pass that follows a turn neither takes a
+chat reply's scripted behaviour nor counts among its requests.
 Embeddings have `embedding_dim` floats, or N for a model named "...-<N>d"
 (e.g. "fake-embed-768d"), as real embedding models differ in dimension.
 """
@@ -16,6 +21,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+NO_FACTS = '{"facts": []}'
+
 
 class FakeOpenAI:
     def __init__(
@@ -25,6 +32,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
+        self.facts_script: list[tuple] = []
+        self.fact_requests: list[dict] = []
         self.default_text = default_text
         self.gate: threading.Event | None = None
         self._lock = threading.Lock()
@@ -36,15 +45,17 @@ class FakeOpenAI:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                structured = (body.get("response_format") or {}).get("type") == "json_schema"
+                script, default = (fake.facts_script, NO_FACTS) if structured else (fake.script, fake.default_text)
                 with fake._lock:
-                    fake.requests.append({"path": self.path, "body": body})
-                    step = fake.script.pop(0) if fake.script else ("ok", fake.default_text)
+                    (fake.fact_requests if structured else fake.requests).append({"path": self.path, "body": body})
+                    step = script.pop(0) if script else ("ok", default)
                     gate = fake.gate
                 if gate is not None:
                     gate.wait(60)
                 if step[0] == "sleep":
                     time.sleep(step[1])
-                    step = ("ok", fake.default_text)
+                    step = ("ok", default)
                 if step[0] == "status":
                     self._json(step[1], {"error": {"message": f"scripted {step[1]}", "type": "test"}})
                 elif step[0] == "tools" and body.get("stream"):

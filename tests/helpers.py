@@ -25,6 +25,7 @@ from django.db import connection
 from pgserver._commands import POSTGRES_BIN_PATH
 from rest_framework.test import APIClient
 
+from chat.models import ContextEdge
 from core.auth.tokens import token_create
 from dellm_site.celery import worker_command
 
@@ -280,3 +281,11 @@ def heap_tuples(data: bytes) -> bytes:
             if length:
                 tuples.append(page[offset : offset + length])
     return b"".join(tuples)
+
+
+def standing_for(message_id: int, ids) -> int | None:
+    """Of a context's `ids`, the one that stands for the message: itself, or a fact drawn from it (which takes
+    its place with DELLM_FACTS_CONTEXT=replace, once the worker's facts pass has stored it); None if neither is."""
+    drawn = ContextEdge.objects.filter(source_id=message_id, signal=ContextEdge.Signal.FACT)
+    found = {message_id, *drawn.values_list("target_id", flat=True)} & set(ids)
+    return min(found) if found else None

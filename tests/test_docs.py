@@ -100,7 +100,7 @@ def test_docs_name_only_modules_functions_and_tasks_that_exist():
     assert unresolved == {}
 
 
-# A path the product's docstrings and comments name, from the root (`docs/RETRIEVAL.md`, `chat/facts/rules.py`).
+# A path the product's docstrings and comments name, from the root (`docs/RETRIEVAL.md`, `chat/statements.py`).
 NAMED_PATH = re.compile(r"(?<![\w/.-])(?:core|chat|provenance|assistant|dellm_site|lab|frontend|docs)/[\w/.-]*\w")
 PRODUCT_PACKAGES = ("core", "chat", "provenance", "assistant", "dellm_site", "lab")
 

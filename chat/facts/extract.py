@@ -4,7 +4,7 @@ Each owner has a cursor (`FactCursor.seq`): every user message up to it was
 read. A pass reads the next DELLM_FACTS_BATCH live user messages after it
 (typed turns, `/v1` and imported messages alike: every door stores through
 the writer, with the owner's next sequence number), draws each one's
-statements (`chat.facts.rules` offline, `chat.facts.model` with a model),
+statements (`chat.statements` offline, `chat.facts.model` with a model),
 stores them through the writer in one transaction (`facts_store_many`: a fact
 only while its source is live) and moves the cursor on. A reply is never a source: it is not a fact
 about the user. A statement the user declined from that message
@@ -20,8 +20,8 @@ from django.core.cache import cache
 from django.db.models import Max
 
 from chat.facts.model import ExtractionFailed, model_statements
-from chat.facts.rules import Statement, statements
 from chat.models import FactCursor, FactDecline, Message
+from chat.statements import Statement, statements
 from chat.writer.facts import NewFact, facts_store_many
 from chat.writer.vectors import messages_index_embed
 from core.api.budgets import budget_take

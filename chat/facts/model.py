@@ -15,8 +15,8 @@ import logging
 
 from django.conf import settings
 
-from chat.facts.rules import MAX_FACTS_PER_MESSAGE, Statement
 from chat.llm import openai_client
+from chat.statements import MAX_FACTS_PER_MESSAGE, Statement
 from chat.subjects import SUBJECT_KEYS, SUBJECTS, fact_text
 from core.api.client_input import unstorable
 

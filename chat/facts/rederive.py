@@ -19,9 +19,9 @@ gone, and an older fact its subject had superseded is current again
 
 from chat.facts.extract import extractor
 from chat.facts.model import ExtractionFailed, model_statements
-from chat.facts.rules import statements
 from chat.models import Fact, FactDecline, Message
 from chat.retrieval.facts import fact_sources
+from chat.statements import statements
 from chat.writer import SourcesRemoved
 from chat.writer.facts import fact_store
 from chat.writer.vectors import messages_index_embed

@@ -6,13 +6,13 @@ that states a fact of the conversation has its key, filler has none. A
 statement counts as extracted when the extractor draws at least one fact
 from it: precision is the share of statements with a fact that are labelled
 facts, recall the share of labelled facts with one. `facts per statement`
-says how much it draws from each. The offline extractor (chat/facts/rules.py)
+says how much it draws from each. The offline extractor (chat/statements.py)
 is measured; the model's would need its calls.
 """
 
 from collections.abc import Iterable
 
-from chat.facts.rules import statements
+from chat.statements import statements
 from lab.evaluation.datasets import Dataset
 from lab.evaluation.memory import Conversation
 
@@ -65,7 +65,7 @@ def extraction_markdown(rows: list[dict]) -> str:
     return "\n\n".join(
         [
             "## Fact extraction (offline rules) against the labelled facts",
-            "A statement counts as extracted when at least one fact is drawn from it (chat/facts/rules.py). PF: a "
+            "A statement counts as extracted when at least one fact is drawn from it (chat/statements.py). PF: a "
             "persona's facts against its requests; CM, DIA: the user turns that state a fact against filler.",
             "\n".join(lines),
         ]

@@ -34,19 +34,33 @@ def visible_ids(api) -> list[int]:
     return [m["id"] for m in api.get("/api/messages/").json()["results"]]
 
 
+def stood_for(api, ids: list[int]) -> dict[int, set[int]]:
+    """{context item: the messages it stands for}: itself, and a fact the messages it was drawn from."""
+    found = {}
+    for pk in ids:
+        item = api.get(f"/api/messages/{pk}/").json()
+        found[pk] = {pk, *item["context"]} if item["role"] == "fact" else {pk}
+    return found
+
+
 def test_chat_turn_completes_with_reply_and_context(api, thread, say):
     first = say("I live in Paris.")
     assert first["status"] == "done" and first["error"] is None
-    assert first["reply"]["content"] == "Noted: I live in Paris."
+    assert first["reply"]["content"] == "Noted — home city: you live in Paris."
     assert first["reply"]["context"] == [first["message"]]
 
     second = say("Where do I live?")
     assert second["reply"]["role"] == "assistant"
-    assert set(second["reply"]["context"]) >= {second["message"], first["message"]}
-    assert "Paris" in second["reply"]["content"]
+    # The fact drawn from the first message takes its place in the context (DELLM_FACTS_CONTEXT=replace).
+    [fact] = Message.objects.filter(thread__owner=thread.owner, role="fact").values_list("pk", flat=True)
+    context = set(second["reply"]["context"])
+    assert {second["message"], fact} <= context and first["message"] not in context
+    assert stood_for(api, [fact]) == {fact: {fact, first["message"]}}
+    assert second["reply"]["content"] == "From what you told me: “I live in Paris.”"
     detail = api.get(f"/api/threads/{thread.pk}/").json()
-    assert [m["seq"] for m in detail["messages"]] == [1, 2, 3, 4]
-    assert detail["messages"][0]["derived"] == [first["reply"]["id"], second["reply"]["id"]]
+    turns = [first["message"], first["reply"]["id"], second["message"], second["reply"]["id"]]
+    assert [m["id"] for m in detail["messages"]] == turns
+    assert detail["messages"][0]["derived"] == [first["reply"]["id"], fact]
 
 
 def test_a_reply_says_why_each_memory_was_used(api, thread, say):
@@ -65,7 +79,8 @@ def test_a_reply_says_why_each_memory_was_used(api, thread, say):
         1.0,
         "",
     )
-    signals = {item["id"]: item["signal"] for item in detail}
+    # Each statement is found, in its own words or as the fact drawn from it (which stands for it).
+    signals = {said: item["signal"] for item in detail for said in stood_for(api, [item["id"]])[item["id"]]}
     assert signals[dog["message"]] in ("lexical", "both")
     assert signals[paris["message"]] in ("lexical", "both")
     assert [item["rank"] for item in detail] == list(range(len(detail)))
@@ -75,7 +90,7 @@ def test_natural_language_deletion_is_previewed_confirmed_and_gone_everywhere(ap
     paris = say("I live in Paris.")
     say("My favourite food is sushi.")
     where = say("Where do I live?")
-    assert paris["message"] in where["reply"]["context"]
+    assert paris["message"] in set().union(*stood_for(api, where["reply"]["context"]).values())
     stored = Message.objects.count()
 
     response = api.post(
@@ -119,7 +134,9 @@ def test_deletion_request_by_number_and_exact_phrase(api, thread, say):
     by_number = api.post(f"/api/threads/{thread.pk}/messages/", {"content": "remove message 1"}, format="json")
     assert by_number.json()["deletion"]["matched"] == [first["message"]]
     exact = api.post(f"/api/threads/{thread.pk}/messages/", {"content": 'delete "password is hunter2"'}, format="json")
-    assert exact.json()["deletion"]["matched"] == [first["message"], first["reply"]["id"]]
+    # The reply acknowledged it without repeating it, so only the message holds the phrase; the reply is its dependent.
+    assert exact.json()["deletion"]["matched"] == [first["message"]]
+    assert exact.json()["deletion"]["dependents"] == [first["reply"]["id"]]
     assert DeletionRequest.objects.get(pk=exact.json()["deletion"]["id"]).resolved_selector == "exact"
 
 

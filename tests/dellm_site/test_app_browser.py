@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from chat.models import Message
 from provenance.models import DeletionRequest
 from tests.factories import make_user
+from tests.helpers import standing_for
 from tests.pages import (
     ask_to_forget,
     chip_ids,
@@ -60,23 +61,23 @@ def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
     paris = Message.objects.get(seq=1, owner__username="carol")
     reply = Message.objects.get(pk=int(answer.get_attribute("data-id")))
     chips = chip_ids(answer)
-    assert paris.pk in chips
+    # The Paris message was used, itself or as the fact drawn from it.
+    used = Message.objects.get(pk=standing_for(paris.pk, chips))
     assert set(chips) <= {edge.source_id for edge in reply.in_edges.all()}
-    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_text("#1")
+    chip = answer.locator(f'.chip[data-id="{used.pk}"]')
+    expect(chip).to_have_text(f"#{used.seq}")
     # The chip says why the memory was used: the signal its edge recorded.
-    signal = reply.in_edges.get(source=paris).signal
+    signal = reply.in_edges.get(source=used).signal
     assert signal in ("lexical", "vector", "both")
-    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_attribute("data-signal", signal)
+    expect(chip).to_have_attribute("data-signal", signal)
     reason = {"lexical": "same words", "vector": "similar meaning", "both": "same words and similar meaning"}[signal]
-    expect(answer.locator(f'.chip[data-id="{paris.pk}"]')).to_have_attribute(
-        "title", re.compile(f"used for: {reason};")
-    )
+    expect(chip).to_have_attribute("title", re.compile(f"used for: {reason};"))
     screenshot(page, "chat")
 
     # Used memory chip -> the graph, focused on that message.
-    answer.locator(f'.chip[data-id="{paris.pk}"]').click()
+    chip.click()
     wait_graph_ready(page)
-    expect(page.locator(".explorer-panel h2")).to_contain_text("#1")
+    expect(page.locator(".explorer-panel h2")).to_contain_text(f"#{used.seq}")
     page.keyboard.press("Escape")
     expect(page.locator(".explorer-panel")).to_be_hidden()
     screenshot(page, "graph")

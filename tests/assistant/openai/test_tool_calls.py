@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 FACT = "I live in Grenoble-Zephyrine, near the river."
 QUESTION = "What is the weather where I live?"
+# The offline responder's acknowledgement of FACT: what it understood, not the words again.
+NOTED = "Noted — home city: you live in Grenoble-Zephyrine, near the river."
 ARGUMENTS = '{"city": "Grenoble-Zephyrine"}'
 RESULT = "Sunny-Quokka, 21 C"
 TOOLS = [
@@ -242,15 +244,16 @@ def test_the_offline_responder_offered_tools_answers_in_text(start_worker, asgi_
     assert raw.status_code == 200
     choice = done.choices[0]
     assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) == (
-        f"Noted: {FACT}",
+        NOTED,
         None,
         "stop",
     )
     assert (text, calls, finish) == (f"From what you told me: “{FACT}”", [], "stop")
     assert dellm["thread_id"] == done.model_extra["dellm"]["thread_id"]
-    assert list(Message.objects.filter(owner=owner).values_list("role", "content", "tool_calls")) == [
+    turns = Message.objects.filter(owner=owner).exclude(role="fact")
+    assert list(turns.values_list("role", "content", "tool_calls")) == [
         ("user", FACT, None),
-        ("assistant", f"Noted: {FACT}", None),
+        ("assistant", NOTED, None),
         ("user", QUESTION, None),
         ("assistant", text, None),
     ]

@@ -25,11 +25,11 @@ def facts(owner) -> list[tuple[str, str]]:
 
 
 def test_one_call_per_message_with_a_json_schema_and_the_message_as_data(owner, thread, model):
-    model.script = [("ok", LISBON)]
+    model.facts_script = [("ok", LISBON)]
     message = make_message(thread, "Lisbon has been home for years now.")
     facts_extract_pass(owner_id=owner.pk)
     assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
-    [request] = model.requests
+    [request] = model.fact_requests
     body = request["body"]
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"]["properties"]["facts"]["items"]["properties"]["subject"][
@@ -39,11 +39,11 @@ def test_one_call_per_message_with_a_json_schema_and_the_message_as_data(owner, 
 
 
 def test_a_malformed_answer_is_asked_again(owner, thread, model):
-    model.script = [("ok", "Sure! Here are the facts: home = Lisbon"), ("ok", LISBON)]
+    model.facts_script = [("ok", "Sure! Here are the facts: home = Lisbon"), ("ok", LISBON)]
     make_message(thread, "Lisbon has been home for years now.")
     facts_extract_pass(owner_id=owner.pk)
     assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
-    assert len(model.requests) == 2
+    assert len(model.fact_requests) == 2
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_a_malformed_answer_is_asked_again(owner, thread, model):
     ids=["not-json-then-wrong-shape", "unknown-subject", "too-long", "server-errors"],
 )
 def test_two_bad_answers_record_a_failure_by_id_and_store_nothing_of_that_message(owner, thread, model, answers):
-    model.script = [*answers, ("ok", LISBON)]
+    model.facts_script = [*answers, ("ok", LISBON)]
     failing = make_message(thread, "Something the model cannot read.")
     make_message(thread, "Lisbon has been home for years now.")
     facts_extract_pass(owner_id=owner.pk)
@@ -68,7 +68,7 @@ def test_two_bad_answers_record_a_failure_by_id_and_store_nothing_of_that_messag
 
 def test_half_a_good_answer_is_never_stored(owner, thread, model):
     half = {"facts": [{"subject": "home", "statement": "I live in Lisbon."}, {"subject": "pet"}]}
-    model.script = [("ok", json.dumps(half))] * 2
+    model.facts_script = [("ok", json.dumps(half))] * 2
     make_message(thread, "Lisbon, and a dog.")
     facts_extract_pass(owner_id=owner.pk)
     assert facts(owner) == []
@@ -77,11 +77,11 @@ def test_half_a_good_answer_is_never_stored(owner, thread, model):
 def test_the_model_budget_bounds_a_pass_and_the_rest_waits(owner, thread, model, monkeypatch):
     # The owner's extraction budget (DELLM_FACTS_MODEL_RATE): each call spends one unit, never the chat's.
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", dict(api_settings.DEFAULT_THROTTLE_RATES, facts="2/min"))
-    model.script = [("ok", LISBON)] * 3
+    model.facts_script = [("ok", LISBON)] * 3
     for _ in range(3):
         make_message(thread, "Lisbon has been home for years now.")
     done = facts_extract_pass(owner_id=owner.pk)
-    assert done.more and done.wait is not None and len(model.requests) == 2
+    assert done.more and done.wait is not None and len(model.fact_requests) == 2
     assert len(FactCursor.objects.filter(owner=owner)) == 1
     # The third message is still ahead of the cursor: the next pass reads it.
     assert FactCursor.objects.get(owner=owner).seq == Message.objects.filter(owner=owner, role="user")[1].seq
@@ -93,7 +93,7 @@ def test_the_model_budget_bounds_a_pass_and_the_rest_waits(owner, thread, model,
     ids=["subject-not-text", "nul-in-statement"],
 )
 def test_an_answer_that_cannot_be_stored_is_a_failure_and_the_pass_goes_on(owner, thread, model, statement):
-    model.script = [("ok", json.dumps({"facts": [statement]}))] * 2 + [("ok", LISBON)]
+    model.facts_script = [("ok", json.dumps({"facts": [statement]}))] * 2 + [("ok", LISBON)]
     failing = make_message(thread, "Something odd.")
     make_message(thread, "Lisbon has been home for years now.")
     facts_extract_pass(owner_id=owner.pk)
@@ -107,16 +107,16 @@ def test_re_deriving_a_soft_deleted_fact_asks_the_model_nothing(owner, thread, m
     from provenance.deletions.confirm import deletion_confirm
     from provenance.deletions.preview import deletion_preview
 
-    model.script = [("ok", LISBON)] * 2
+    model.facts_script = [("ok", LISBON)] * 2
     first = make_message(thread, "Lisbon has been home for years now.")
     make_message(thread, "Still in Lisbon, and loving it.")
     facts_extract_pass(owner_id=owner.pk)
     [fact] = Message.objects.filter(owner=owner, role="fact")
-    asked = len(model.requests)
+    asked = len(model.fact_requests)
     preview = deletion_preview(owner=owner, actor=owner, ids=[first.pk], mode="soft")
     deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)  # re-derives (eager)
     assert facts(owner) == [("model", "Home city: I live in Lisbon.")]
-    assert len(model.requests) == asked  # every source said it: the survivor's statement is the fact's text
+    assert len(model.fact_requests) == asked  # every source said it: the survivor's statement is the fact's text
     # Asked again for the same removed fact (a redelivered task): nothing more is stored.
     assert facts_rederive(owner_id=owner.pk, fact_ids=[fact.pk]) == []
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chat.facts.extract import facts_extract_pass
-from chat.facts.rules import statements
 from chat.models import Message
 from chat.retrieval.facts import subject_facts
+from chat.statements import statements
 from chat.subjects import SUBJECTS
 from core.errors import Conflict
 from provenance.deletions.confirm import deletion_confirm

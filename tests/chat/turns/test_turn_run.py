@@ -4,7 +4,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from chat.index.embeddings import get_embedder
-from chat.llm import ContextItem, OfflineResponder
+from chat.llm import OfflineResponder
 from chat.models import Message, Turn
 from chat.turns.run import context_retrieve, turn_run
 from chat.turns.start import turn_create
@@ -25,30 +25,11 @@ def live_texts(owner) -> list[str]:
     return list(Message.objects.filter(owner=owner, status__in=Message.LIVE).values_list("content", flat=True))
 
 
-def test_offline_responder_quotes_the_most_relevant_memories():
-    responder = OfflineResponder()
-    context = [
-        ContextItem(id=1, seq=1, role="assistant", content="Noted: I live in Paris.", score=0.9),
-        ContextItem(id=2, seq=2, role="user", content="I live in Paris.", score=0.8),
-        ContextItem(id=3, seq=3, role="user", content="I like tea.", score=0.3),
-    ]
-    assert responder.complete(context=context, user_message="Where do I live?") == (
-        "From what you told me: “I live in Paris.” “I like tea.”"
-    )
-    assert responder.complete(context=context[:2], user_message="Where do I live?") == (
-        "From what you told me: “I live in Paris.”"
-    )
-    assert responder.complete(context=[], user_message="Where do I live?") == (
-        "I don't have anything in memory about that yet."
-    )
-    assert responder.complete(context=[], user_message="I live in Paris.") == "Noted: I live in Paris."
-
-
 @pytest.mark.django_db(transaction=True)
 def test_turn_commits_reply_with_edges_from_its_context(owner, thread, monkeypatch):
     first = chat(thread, "I live in Paris and work as a nurse.")
     assert first.status == Turn.Status.DONE
-    assert first.reply.content == "Noted: I live in Paris and work as a nurse."
+    assert first.reply.content == "Noted — home city: you live in Paris; work and job: you work as a nurse."
     assert list(first.reply.in_edges.values_list("source_id", "rank")) == [(first.user_message_id, 0)]
 
     retrieved = []

@@ -24,10 +24,12 @@ def test_forget_only_part_of_a_message_from_the_graph(signed_in):
     field.fill("I work in Lyon")
     panel.locator("[data-action=preview-redact]").click()
     expect(panel.locator(".part-form .error-text")).to_have_text("Type words that occur in #1.")
-    field.fill("work")  # also in #3, a question not built from #1: forgetting it there is not this panel's job
+    # Also in the question, which is not built from #1: forgetting it there is not this panel's job.
+    question = Message.objects.get(owner__username="kira", content="Where do I work and live?")
+    field.fill("work")
     panel.locator("[data-action=preview-redact]").click()
     expect(panel.locator(".part-form .error-text")).to_have_text(
-        "“work” is also in #3, not built from #1: choose words found only here."
+        f"“work” is also in #{question.seq}, not built from #1: choose words found only here."
     )
     assert DeletionRequest.objects.get(owner__username="kira").status == "cancelled"
 

@@ -173,7 +173,7 @@ def test_nurse_example_redacts_and_rewrites_the_replies_in_place(owner, thread):
     shown = [(x.role, x.content) for x in reversed(thread_message_list(thread=thread))]
     assert shown == [
         ("user", "I work as a nurse."),
-        ("assistant", "Noted: I work as a nurse."),
+        ("assistant", "Noted — work and job: you work as a nurse."),
         ("user", "Where do I work and live?"),
         ("assistant", "From what you told me: “I work as a nurse.”"),
     ]

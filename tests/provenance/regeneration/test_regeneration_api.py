@@ -61,7 +61,7 @@ def test_forget_part_of_a_message_over_http(api, owner, thread):
     shown = [(m["id"] == replacement, m["content"], m["replaces"]) for m in thread_body["messages"]]
     assert shown == [
         (True, "I work as a nurse and live in Lyon.", told.user_message_id),
-        (False, "Noted: I work as a nurse and live in Lyon.", told.reply_id),
+        (False, "Noted — work and job: you work as a nurse; home city: you live in Lyon.", told.reply_id),
         (False, "Where do I work and live?", None),
         (False, "From what you told me: “I work as a nurse and live in Lyon.”", asked.reply_id),
     ]
@@ -74,7 +74,7 @@ def test_forget_part_of_a_message_over_http(api, owner, thread):
     contents = [m["content"] for m in api.get(f"/api/threads/{thread.pk}/").json()["messages"]]
     assert contents == [
         "I live in Paris and work as a nurse.",
-        "Noted: I live in Paris and work as a nurse.",
+        "Noted — home city: you live in Paris; work and job: you work as a nurse.",
         "Where do I work and live?",
         asked.reply.content,
     ]

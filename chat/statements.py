@@ -1,4 +1,6 @@
-"""The offline extractor: a user's statements about themselves, by sentence, with their subject (paper, VII-A).
+"""The offline reading of what a user says: their statements about themselves, by sentence, with their subject
+(the offline fact extractor, paper VII-A), whether a text is a question or a request, and which subjects a
+question asks about (the offline responder's, `chat.llm`).
 
 A message is split into sentences and a sentence into clauses where it goes
 on about the user with another verb ("I live in Lisbon and work as a
@@ -18,7 +20,7 @@ at most MAX_SENTENCE_CHARS.
 import re
 from dataclasses import dataclass
 
-from chat.subjects import SUBJECT_KEYS, fact_text
+from chat.subjects import SUBJECT_KEYS, SUBJECTS, fact_parts, fact_text
 
 # A longer sentence is not a statement worth a fact (a pasted text, a list).
 MAX_SENTENCE_CHARS = 300
@@ -203,3 +205,96 @@ def statements(text: str) -> list[Statement]:
                 seen.add(statement.text.lower())
                 found.append(statement)
     return found[:MAX_FACTS_PER_MESSAGE]
+
+
+_QUESTION_START = re.compile(
+    r"^(?:what|where|who|whom|whose|when|which|how|why|do|does|did|is|are|was|were|can|could|should|would|will|"
+    r"tell|remind|recall|list|describe|name)\b",
+    re.IGNORECASE,
+)
+
+
+def is_question(text: str) -> bool:
+    text = text.strip()
+    return bool(_QUESTION_START.match(text)) or text.endswith("?")
+
+
+def is_request(text: str) -> bool:
+    """A question, or a request however it ends ("Plan a morning walk for me and my dog.")."""
+    return is_question(text) or bool(_REQUEST.match(_unmarked(text.strip())))
+
+
+def told(text: str) -> str:
+    """The sentences of `text` that tell something: neither a question nor a request ("" when none does)."""
+    kept = [sentence.strip() for sentence in _SENTENCES.split(text)]
+    return " ".join(sentence for sentence in kept if sentence and not is_request(sentence))
+
+
+# Which subjects a question asks about, by the words it uses ("Where do I live now?" asks about the home city).
+_ASKED: list[tuple[str, re.Pattern[str]]] = [
+    (key, re.compile(pattern, re.IGNORECASE))
+    for key, pattern in (
+        ("name", r"\bmy\s+name\b|\bcall\s+me\b|\bwho\s+am\s+i\b|\bwhat\s+am\s+i\s+called\b"),
+        (
+            "home",
+            r"\b(?:live|living|lives|reside|home|city|town|based|address|moved|move|neighbou?rhood|country|flat|"
+            r"apartment)\b",
+        ),
+        ("origin", r"\bwhere\s+(?:am|was)\s+i\s+(?:from|born|raised)\b|\bgrew\s+up\b|\bhometown\b|\boriginally\b"),
+        (
+            "work",
+            r"\b(?:work|working|job|jobs|employer|company|career|profession|occupation|colleagues|boss|office)\b"
+            r"|\bfor\s+a\s+living\b",
+        ),
+        (
+            "study",
+            r"\b(?:study|studies|studying|studied|degree|major|university|college|school|course|thesis|exams?)\b",
+        ),
+        ("age", r"\bhow\s+old\b|\bmy\s+age\b|\bbirthday\b|\bwhen\s+was\s+i\s+born\b"),
+        (
+            "partner",
+            r"\b(?:wife|husband|partner|girlfriend|boyfriend|fiancee|fiance|fiancée|fiancé|spouse|married|engaged)\b",
+        ),
+        ("family", rf"\b(?:{_PEOPLE})(?:'s|s)?\b"),
+        ("pet", rf"\b(?:{_PETS}|pet|bunny|puppy|kitten)(?:'s|s)?\b"),
+        (
+            "health",
+            r"\ballerg(?:y|ies|ic)\b|\b(?:diet|vegetarian|vegan|health|medical)\b|\bcan(?:'t|not)\s+eat\b",
+        ),
+        ("likes", r"\b(?:like|likes|love|loves|enjoy|enjoys|favou?rite|hobby|hobbies|fan)\b"),
+        ("dislikes", r"\b(?:hate|hates|dislike|dislikes)\b|\bcan't\s+stand\b|\b(?:don't|do\s+not)\s+like\b"),
+        ("plans", r"\b(?:plan|plans|planning|intend)\b|\bgoing\s+to\b|\bnext\s+(?:week|month|year|weekend)\b"),
+        ("events", r"\b(?:went|visited|attended|trip|travelled|traveled)\b|\bbeen\s+to\b"),
+        ("routine", r"\b(?:usually|routine|commute|daily)\b|\bevery\s+(?:day|morning|evening|night|week)\b"),
+    )
+]
+assert {key for key, _ in _ASKED} == set(SUBJECT_KEYS)
+
+
+def asked_subjects(question: str) -> set[str]:
+    """The subjects a question asks about ("What is my dog's name?": pets); empty when it names none."""
+    question = question.replace("\u2019", "'")
+    return {key for key, pattern in _ASKED if pattern.search(question)}
+
+
+_PERSON = re.compile(r"\b(?:i'm|i've|i'd|i'll|i\s+am|i\s+was|i|me|my|mine|myself)\b", re.IGNORECASE)
+_YOU = {
+    "i'm": "you're",
+    "i've": "you've",
+    "i'd": "you'd",
+    "i'll": "you'll",
+    "i am": "you are",
+    "i was": "you were",
+    "i": "you",
+    "me": "you",
+    "my": "your",
+    "mine": "yours",
+    "myself": "yourself",
+}
+
+
+def understood(statement: Statement) -> str:
+    """What a statement says, told back to the user: "pets: you have a dog named Rex"."""
+    _, said = fact_parts(statement.text)
+    addressed = _PERSON.sub(lambda match: _YOU[" ".join(match.group(0).lower().split())], said.rstrip("."))
+    return f"{SUBJECTS[statement.subject].label.lower()}: {addressed}"

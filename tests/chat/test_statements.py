@@ -1,4 +1,4 @@
-"""The offline extractor (chat/facts/rules.py): what it keeps, what it never keeps, and that it stays linear."""
+"""The offline extractor (chat/statements.py): what it keeps, what it never keeps, and that it stays linear."""
 
 import re
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chat.facts import rules
-from chat.facts.rules import MAX_FACTS_PER_MESSAGE, statements
+from chat import statements as extractor
+from chat.statements import MAX_FACTS_PER_MESSAGE, statements
 from chat.subjects import SUBJECTS
 
 
@@ -77,8 +77,16 @@ def test_facts_are_the_users_own_words_under_a_known_subject(text):
 
 
 def test_no_expression_repeats_a_group_so_matching_stays_linear():
-    expressions = [pattern for _, pattern in rules.PATTERNS]
-    expressions += [rules._SENTENCES, rules._CLAUSES, rules._MARKERS, rules._ABOUT_USER, rules._REQUEST]
+    expressions = [pattern for _, pattern in extractor.PATTERNS + extractor._ASKED]
+    expressions += [
+        extractor._QUESTION_START,
+        extractor._PERSON,
+        extractor._SENTENCES,
+        extractor._CLAUSES,
+        extractor._MARKERS,
+        extractor._ABOUT_USER,
+        extractor._REQUEST,
+    ]
     for expression in expressions:
         # A group followed by *, + or {n,}: the shape that backtracks (nested quantifiers).
         assert re.search(r"\)(?:[*+]|\{\d+,\})", expression.pattern) is None, expression.pattern
