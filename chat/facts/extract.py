@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db.models import Max
 
@@ -56,8 +57,9 @@ def _statements(*, owner_id: int, message_id: int, text: str, how: str) -> list[
     return model_statements(text)
 
 
-# One pass per owner at a time (a shared lock in the cache, held at most this long): two passes would read
-# the same messages, and with a model, pay for them twice. A pass asked for meanwhile is run after it.
+# One pass per owner at a time (a shared lock in the cache, held at most this long after the pass last made
+# progress: each model call renews it): two passes would read the same messages, and with a model, pay for
+# them twice. A pass asked for meanwhile is run after it.
 PASS_LOCK_SECONDS = 600
 
 
@@ -71,7 +73,7 @@ def facts_extract_pass(*, owner_id: int, limit: int | None = None) -> Pass:
         cache.set(again, 1, timeout=PASS_LOCK_SECONDS)
         return Pass(busy=True)
     try:
-        done = _pass(owner_id=owner_id, limit=settings.DELLM_FACTS_BATCH if limit is None else limit)
+        done = _pass(owner_id=owner_id, limit=settings.DELLM_FACTS_BATCH if limit is None else limit, lock=lock)
     finally:
         cache.delete(lock)
     if cache.delete(again):
@@ -79,7 +81,13 @@ def facts_extract_pass(*, owner_id: int, limit: int | None = None) -> Pass:
     return done
 
 
-def _pass(*, owner_id: int, limit: int) -> Pass:
+def _unchanged(*, owner_id: int, pk: int, content: str) -> bool:
+    """Whether the message is still live with these words (one indexed read)."""
+    live = Message.objects.filter(owner_id=owner_id, pk=pk, status__in=Message.LIVE)
+    return live.values_list("content", flat=True).first() == content
+
+
+def _pass(*, owner_id: int, limit: int, lock: str) -> Pass:
     cursor, _ = FactCursor.objects.get_or_create(owner_id=owner_id)
     start = cursor.seq
     # Everything up to the newest committed message is read by the end of this pass (commits follow
@@ -114,6 +122,15 @@ def _pass(*, owner_id: int, limit: int) -> Pass:
             if not taken:
                 done.more, done.wait = True, wait
                 break
+            # Each call is progress: the lock lives PASS_LOCK_SECONDS after the last one, however long the pass.
+            cache.touch(lock, PASS_LOCK_SECONDS)
+            # Read again right before the call: the batch was read minutes ago, and a message purged,
+            # redacted or erased since is never sent upstream after its receipt says it is gone.
+            if not _unchanged(owner_id=owner_id, pk=pk, content=content):
+                if not get_user_model().objects.filter(pk=owner_id).exists():
+                    break
+                last = seq
+                continue
         try:
             found = _statements(owner_id=owner_id, message_id=pk, text=content, how=how)
         except ExtractionFailed:

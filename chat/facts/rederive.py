@@ -90,11 +90,14 @@ def facts_rederive(*, owner_id: int, fact_ids: list[int]) -> list[int]:
             sources = [pk for pk in survivors.get(old, []) if pk not in declined]
             if not sources or subject is None:
                 continue
-            rows = Message.objects.filter(owner_id=owner_id, pk__in=sources).order_by("-seq")
+            # Live now, read again right before a model call: a survivor removed since is never sent upstream.
+            rows = Message.objects.filter(owner_id=owner_id, pk__in=sources, status__in=Message.LIVE).order_by("-seq")
             said = [
                 (pk, source or created)
                 for pk, source, created in rows.values_list("pk", "source_created_at", "created_at")
             ]
+            if not said:
+                continue
             content, status = removed[old]
             text = content if status != Message.Status.PURGED and content else None
             if text is None:

@@ -1,14 +1,21 @@
 """The extractor with a configured model, against a local OpenAI-compatible server and the real `openai` client."""
 
 import json
+import threading
 
 import pytest
+from django.db import connection
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from chat.facts import extract
 from chat.facts.extract import facts_extract_pass
 from chat.models import Fact, FactCursor, Message
+from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.preview import deletion_preview
+from provenance.erasure.account import account_erase
 from tests.factories import make_message
+from tests.helpers import wait_for
 
 LISBON = json.dumps({"facts": [{"subject": "home", "statement": "I live in Lisbon."}]})
 
@@ -131,3 +138,75 @@ def test_one_pass_at_a_time_and_the_one_asked_for_meanwhile_runs_after(owner, th
     done = facts_extract_pass(owner_id=owner.pk)
     # The running pass ends saying there is more: the task enqueues the next, which reads what came meanwhile.
     assert done.more and facts(owner) == [("rules", "Home city: I live in Lisbon.")]
+
+
+class Running:
+    """A facts pass in its own thread (its own database connection), as the worker runs it."""
+
+    def __init__(self, owner_id: int):
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(owner_id,))
+        self.thread.start()
+
+    def _run(self, owner_id: int) -> None:
+        try:
+            facts_extract_pass(owner_id=owner_id)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            connection.close()
+
+    def join(self) -> None:
+        self.thread.join(30)
+        assert not self.thread.is_alive() and self.error is None, self.error
+
+
+def sent(model) -> list[str]:
+    return [request["body"]["messages"][-1]["content"] for request in model.fact_requests]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_purged_while_a_pass_holds_a_model_call_is_never_sent(owner, thread, model):
+    make_message(thread, "Lisbon has been home for years now.")
+    secret = make_message(thread, "My passport number is X123-SECRET and I live in Porto.")
+    model.gate = threading.Event()  # the model holds the first call
+    running = Running(owner.pk)
+    wait_for(lambda: len(model.fact_requests) == 1)
+    deletion = deletion_preview(owner=owner, actor=owner, ids=[secret.pk], mode="purge")
+    deletion_confirm(deletion_id=deletion.pk, owner_id=owner.pk, confirmed_by=owner)
+    model.gate.set()
+    running.join()
+    assert sent(model) == ["Lisbon has been home for years now."]
+    # The pass read past it: the cursor is at the end, and nothing of it was stored.
+    assert FactCursor.objects.get(owner=owner).seq == secret.seq
+    assert not Message.objects.filter(owner=owner, content__contains="X123").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_account_erased_while_a_pass_holds_a_model_call_sends_nothing_more(owner, thread, model):
+    make_message(thread, "Lisbon has been home for years now.")
+    for n in range(3):
+        make_message(thread, f"My sister number {n} lives in Porto.")
+    model.gate = threading.Event()
+    running = Running(owner.pk)
+    wait_for(lambda: len(model.fact_requests) == 1)
+    account_erase(owner=owner, actor=owner, confirm=owner.get_username())
+    model.gate.set()
+    running.join()
+    assert sent(model) == ["Lisbon has been home for years now."]
+    assert not Message.objects.filter(owner_id=owner.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_longer_than_its_lock_keeps_it_and_no_second_pass_reads_the_same_messages(
+    owner, thread, model, monkeypatch
+):
+    monkeypatch.setattr(extract, "PASS_LOCK_SECONDS", 1)
+    model.facts_script = [("sleep", 0.6)] * 4  # each call takes 0.6 s: the pass outlives the lock's first second
+    for n in range(4):
+        make_message(thread, f"My friend number {n} lives in Porto.")
+    running = Running(owner.pk)
+    wait_for(lambda: len(model.fact_requests) == 3, timeout=10)
+    assert facts_extract_pass(owner_id=owner.pk).busy
+    running.join()
+    assert len(model.fact_requests) == 4
