@@ -49,6 +49,33 @@ def _bare(word: str) -> str:
     return word.lower().strip(".,;:!?…")
 
 
+# A title cut short ends where a phrase does: before the clause its last conjunction or comma opens, and never
+# on a word that leads into the next one ("I live in Lisbon and work as a" is "I live in Lisbon").
+_CONJUNCTIONS = frozenset({"and", "but", "or", "so", "because", "while", "then", "although", "though", "whereas"})
+_LEADING = _CONJUNCTIONS | frozenset(
+    {
+        *("a", "an", "the", "this", "that", "these", "those", "my", "your", "his", "her", "our", "their", "its"),
+        *("in", "on", "at", "to", "of", "for", "with", "from", "by", "about", "into", "near", "as", "like", "than"),
+        *("if", "when", "where", "which", "who", "is", "are", "was", "were", "am", "be", "been", "have", "has"),
+        *("had", "do", "does", "did", "will", "would", "can", "could", "should", "very", "not", "no", "i"),
+    }
+)
+# Words a phrase before a clause break keeps at least, else the break is not used.
+_PHRASE_MIN_WORDS = 3
+
+
+def _whole_phrase(chosen: list[str]) -> list[str]:
+    """The words of a cut title up to the end of its last whole phrase (the words as they were when none is)."""
+    cut = len(chosen)
+    for index in range(len(chosen) - 1, _PHRASE_MIN_WORDS - 1, -1):
+        if _bare(chosen[index]) in _CONJUNCTIONS or chosen[index - 1][-1] in ",;:":
+            cut = index
+            break
+    while cut and _bare(chosen[cut - 1]) in _LEADING:
+        cut -= 1
+    return chosen[:cut] or chosen
+
+
 def title_derive(text: str) -> str:
     """A short title from a message's own words: its first sentence, leading filler dropped, capitalised.
 
@@ -75,13 +102,17 @@ def title_derive(text: str) -> str:
         start = 0  # nothing but filler ("Hi!"): that is what was said
     chosen: list[str] = []
     length = -1
+    finished = False
     for word, ends in words[start : start + TITLE_MAX_WORDS]:
         if length + 1 + len(word) > TITLE_MAX_CHARS:
             break
         chosen.append(word)
         length += 1 + len(word)
         if ends:
+            finished = True
             break
+    if not finished and start + len(chosen) < len(words):
+        chosen = _whole_phrase(chosen)
     while chosen and not chosen[-1].rstrip(_TRAILING):
         chosen.pop()
     if not chosen:

@@ -25,7 +25,11 @@ from tests.helpers import heap_tuples, relation_files
 @pytest.mark.parametrize(
     ("text", "title"),
     [
-        ("Hi! Can you help me plan a trip to Lisbon in May? I like trams.", "Help me plan a trip to Lisbon in"),
+        ("Hi! Can you help me plan a trip to Lisbon in May? I like trams.", "Help me plan a trip to Lisbon"),
+        # Cut short, a title ends at the end of a whole phrase, not on a word that leads into the next.
+        ("I live in Lisbon and work as a nurse at the hospital.", "I live in Lisbon"),
+        ("My sister, who lives in Porto with her two cats, visits", "My sister, who lives in Porto"),
+        ("In the of the and a an to of for the end", "In the of the and a an to"),
         ("so what is the capital of Peru?", "What is the capital of Peru"),
         ("Please, could you explain monads", "Explain monads"),
         ("hey there\nmy bike has a flat tyre. what now?", "My bike has a flat tyre"),

@@ -133,6 +133,18 @@ def test_chat_graph_delete_and_undo(open_page, start_worker, transactional_db):
     assert explorer(page, f"{dep}.filter((id) => x.node(id).length)") == dep
 
 
+def test_a_new_threads_drawn_title_shows_in_the_list_and_header_without_a_reload(signed_in):
+    page = signed_in("tina")
+    page.get_by_role("button", name="New thread").click()
+    item = page.locator('.thread-item[aria-current="true"] .thread-name')
+    expect(item).to_have_text(re.compile(r"^Untitled · "))
+    send(page, "I live in Lisbon and work as a nurse at the children's hospital.")
+    # Drawn by the worker after the reply, cut at the end of a whole phrase.
+    expect(item).to_have_text("I live in Lisbon")
+    expect(page.locator("[data-thread-title]")).to_have_text("I live in Lisbon")
+    screenshot(page, "chat-titled")
+
+
 def test_typed_deletion_request_goes_through_its_card(signed_in, open_page):
     page = signed_in("dave")
     send(page, "I live in Paris near the canal.")

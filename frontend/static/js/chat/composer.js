@@ -8,7 +8,7 @@ import { watchExpiry } from "./expiry.js";
 import { messageItem, removeMessages, scrollToEnd, updateEmpty } from "./messages.js";
 import { rewriteInPlace } from "./rewrites.js";
 import { page, state } from "./state.js";
-import { bumpThread, newThread, openThread } from "./threads.js";
+import { bumpThread, followTitle, newThread, openThread } from "./threads.js";
 import { openTurns, pendingItem, track } from "./turns.js";
 
 const MAX_HEIGHT = 220;
@@ -53,7 +53,7 @@ function startTurn(answer, thread) {
   const pending = pendingItem(answer.turn.id, answer.turn.status);
   page.messageList.append(pending);
   openTurns.add(thread.id, answer.turn.id, answer.message.id);
-  track(answer.turn.id, pending, thread.id, answer.message.id);
+  track(answer.turn.id, pending, thread.id, answer.message.id, () => followTitle(thread.id));
   bumpThread(thread.id);
 }
 

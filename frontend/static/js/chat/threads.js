@@ -109,6 +109,29 @@ export function bumpThread(id) {
   }
 }
 
+/* A drawn title ------------------------------------------------------------ */
+
+// The worker names an untitled thread from its first exchange just after the
+// reply: the list and the header follow it, asking a few times, then not again.
+const TITLE_TRIES = 6;
+const TITLE_WAIT_MS = 500;
+
+export async function followTitle(id) {
+  for (let attempt = 0; attempt < TITLE_TRIES; attempt += 1) {
+    if (state.threads.find((thread) => thread.id === id)?.title) return;
+    await new Promise((resolve) => setTimeout(resolve, TITLE_WAIT_MS));
+    const fresh = await api.thread(id).catch(() => null);
+    if (!fresh?.title) continue;
+    state.threads = state.threads.map((thread) => (thread.id === id ? { ...thread, title: fresh.title } : thread));
+    if (state.thread?.id === id) {
+      state.thread.title = fresh.title;
+      page.title.textContent = threadTitle(fresh);
+    }
+    renderThreads();
+    return;
+  }
+}
+
 /* Rename ------------------------------------------------------------------- */
 
 function startRename() {

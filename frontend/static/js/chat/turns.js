@@ -72,8 +72,9 @@ function failedItem(turn, threadId) {
 }
 
 // Streams the turn into its pending `item`, then swaps in the reply (or the
-// failure); `questionId` is the user message it answers.
-export function track(turnId, item, threadId, questionId) {
+// failure); `questionId` is the user message it answers; `afterDone()` runs
+// once the reply is in.
+export function track(turnId, item, threadId, questionId, afterDone = () => {}) {
   const body = item.querySelector(".stream");
   const status = item.querySelector(".turn-status");
   const follow = followTurn(turnId, {
@@ -99,6 +100,7 @@ export function track(turnId, item, threadId, questionId) {
       reply.classList.add("msg-arrived");
       item.replaceWith(reply);
       scrollToEnd();
+      afterDone();
     },
     onFailed(turn) {
       state.follows.delete(turnId);
