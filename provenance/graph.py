@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
-from django.db.models import BooleanField, ExpressionWrapper, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models import BooleanField, Case, ExpressionWrapper, Func, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.functions import Substr
 
 from chat.models import LIVE_STATUSES, ContextEdge, Fact, Message, Thread
@@ -33,9 +33,16 @@ def graph_nodes(*, owner: User, thread_id: int | None = None, include_deleted: b
         snippet=Substr("content", 1, LABEL_CHARS + 1),
         # A reply that called tools: drawn as a tool step (the calls themselves are not read).
         called=ExpressionWrapper(Q(tool_calls__isnull=False), output_field=BooleanField()),
-        # A fact's subject (chat/subjects.py); null for every other message.
-        subject=Subquery(
-            Fact.objects.filter(owner_id=OuterRef("owner_id"), message_id=OuterRef("pk")).values("subject")[:1]
+        # A live fact's subject (chat/subjects.py); null for every other message: a removed fact (drawn with
+        # include_deleted, the staff graph) tells nobody what it was about.
+        subject=Case(
+            When(
+                status__in=LIVE_STATUSES,
+                then=Subquery(
+                    Fact.objects.filter(owner_id=OuterRef("owner_id"), message_id=OuterRef("pk")).values("subject")[:1]
+                ),
+            ),
+            default=None,
         ),
     ).order_by("seq")
 

@@ -155,10 +155,12 @@ def _subjects(*, owner_id: int, ids: list[int]) -> dict[int, str]:
 
 
 def _fact(*, owner_id: int, message: Message) -> dict[str, Any]:
-    """What `explain` adds for a fact: its subject, its live sources, whether it is current (else, by which fact)."""
-    subject = _subjects(owner_id=owner_id, ids=[message.pk]).get(message.pk)
-    newer = superseded_by(subject_facts(owner_id=owner_id, subjects=[subject])) if subject else {}
+    """What `explain` adds for a fact: its subject, its live sources, whether it is current (else, by which fact).
+
+    A removed fact tells nobody what it was about: its subject is null."""
     live = message.is_live
+    subject = _subjects(owner_id=owner_id, ids=[message.pk]).get(message.pk) if live else None
+    newer = superseded_by(subject_facts(owner_id=owner_id, subjects=[subject])) if subject else {}
     return {
         "subject": subject,
         "fact_sources": fact_sources(owner_id=owner_id, ids=[message.pk]).get(message.pk, []),

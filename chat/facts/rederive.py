@@ -121,4 +121,8 @@ def facts_rederive(*, owner_id: int, fact_ids: list[int]) -> list[int]:
                 stored.append(fact.pk if isinstance(fact, Message) else fact)
     finally:
         messages_index_embed(owner_id=owner_id, ids=stored)
+    # Every purged fact is settled now (re-derived, or with nothing left to draw it from): it tells nobody
+    # what it was about. A soft-deleted one keeps its subject for an undo (and shows it nowhere).
+    purged = [pk for pk, (_, status) in removed.items() if status == Message.Status.PURGED]
+    Fact.objects.filter(owner_id=owner_id, message_id__in=purged).update(subject="")
     return stored

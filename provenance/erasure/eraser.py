@@ -39,6 +39,7 @@ from psycopg import sql
 
 from chat.imports.scrub import purged_imports_scrub
 from chat.index.vectors import index_name, vector_indexes
+from chat.models import FactDecline
 from chat.partitions import partition_index, partition_of
 from provenance.erasure.registry import TABLES, reindexed, text_tables
 from provenance.erasure.tasks import erasure_vacuum_task
@@ -55,13 +56,16 @@ def purge_followups(*, owner_id: int, message_ids: list[int], deletion_id: int |
 
     Side effects, in order: no text of the purged messages stays in what
     their import recorded (`purged_imports_scrub`: keys, titles, file names,
-    waiting uploads); on commit, the vacuum of the owner's part of every text table is enqueued.
+    waiting uploads); the facts declined from them go (a decline names a
+    subject); on commit, the vacuum of the owner's part of every text table is enqueued.
     Returns the purge's transaction id (`DeletionRequest.purge_xid`); nothing to do, and None, for no
     messages. `deletion_id` is for the log (None: the lab's bench).
     """
     if not message_ids:
         return None
     done = purged_imports_scrub(owner_id=owner_id, message_ids=message_ids)
+    # A decline recorded against a purged message would still say what it was about (its subject).
+    FactDecline.objects.filter(owner_id=owner_id, source_id__in=message_ids).delete()
     if any(done.values()):
         logger.info(
             "deletion %s: %s imported keys, %s threads, %s import jobs, %s uploads erased",

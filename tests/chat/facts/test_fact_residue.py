@@ -2,12 +2,15 @@
 
 import pytest
 
+from assistant.mcp.tools import explain
 from chat.facts.extract import facts_extract_pass
-from chat.models import Fact, Message
+from chat.models import Fact, FactDecline, Message
 from provenance.deletions.confirm import deletion_confirm
+from provenance.deletions.facts import fact_decline
 from provenance.deletions.preview import deletion_preview
 from provenance.erasure.eraser import scrub
 from provenance.erasure.registry import TABLES
+from provenance.graph import graph_nodes
 from tests.factories import make_message
 from tests.helpers import heap_tuples, indexes_of, relation_files
 
@@ -48,3 +51,29 @@ def test_a_purged_source_takes_its_facts_words_from_every_table_and_index(owner,
     assert facts.filter(status="active").get().content == "Likes and hobbies: I love hiking in the hills."
     scrub()  # what beat runs every scrub interval: the purging owner's part of each text index
     assert _residue() == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_removed_fact_tells_nobody_what_it_was_about(owner, thread):
+    purged_source = make_message(thread, "My partner Sam is a pilot.")
+    soft_source = make_message(thread, "I am allergic to peanuts.")
+    declined_source = make_message(thread, "I have two sisters in Porto.")
+    facts_extract_pass(owner_id=owner.pk)
+    facts = dict(Fact.objects.filter(owner=owner).values_list("subject", "message_id"))
+    assert set(facts) == {"partner", "health", "family"}
+    fact_decline(owner=owner, fact_id=facts["family"])
+    for source, mode in ((purged_source, "purge"), (soft_source, "soft"), (declined_source, "purge")):
+        preview = deletion_preview(owner=owner, actor=owner, ids=[source.pk], mode=mode)
+        deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)  # re-derives (eager)
+    # Stored: a purged fact's row keeps no subject, and no decline names a purged source's.
+    assert dict(Fact.objects.filter(owner=owner).values_list("message_id", "subject")) == {
+        facts["partner"]: "",
+        facts["health"]: "health",  # soft-deleted: restorable, shown nowhere
+        facts["family"]: "",
+    }
+    assert not FactDecline.objects.filter(owner=owner).exists()
+    # Shown: neither the staff graph (deleted nodes included) nor an agent's `explain` names it.
+    nodes = graph_nodes(owner=owner, include_deleted=True).filter(pk__in=facts.values())
+    assert list(nodes.values_list("subject", flat=True)) == [None, None, None]
+    for fact in facts.values():
+        assert explain(user=owner, client="test", id=fact)["subject"] is None
