@@ -2,13 +2,17 @@
 
 Everything of the account goes in one transaction under the owner's lock: its messages, edges and
 turns by the writer, then the user row and what hangs on it (threads, imports and their uploads,
-agents' reads, switch and tokens, every API token, the deletions' audit rows), and its per-owner
-vector indexes. Then, as after a purge, the vacuum of the owner's partitions (`erased_at` once no
-older snapshot held it back) and the scrub of the text indexes. What is left is the receipt, an
-`AccountErasure` of ids, counts and times (docs/SECURITY.md, "Erasing an account").
+agents' reads, switch and tokens, every API token, the deletions' audit rows), its sign-in records
+and its name in the admin log, and its per-owner vector indexes. Then, as after a purge, the vacuum
+of the owner's partitions (`erased_at` once no older snapshot held it back) and the scrub of the
+text indexes. What is left is the receipt, an `AccountErasure` of ids, counts and times
+(docs/SECURITY.md, "Erasing an account").
 """
 
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from knox.models import AuthToken
 
@@ -33,6 +37,19 @@ def account_summary(*, owner: User) -> dict[str, int]:
     }
 
 
+def _traces_erase(*, owner_id: int, username: str) -> dict[str, int]:
+    """What names the account outside its rows: django-axes' sign-in records of its username (addresses,
+    user agents, times) deleted, and the admin log's entries about the user row anonymised (a staff
+    erasure logs the username as the deleted object's name); {what: rows}."""
+    sign_ins = sum(
+        model.objects.filter(username=username).delete()[0] for model in (AccessAttempt, AccessFailureLog, AccessLog)
+    )
+    users = ContentType.objects.get_for_model(get_user_model())
+    about = LogEntry.objects.filter(content_type=users, object_id=owner_id)
+    logged = about.update(object_repr=f"erased account #{owner_id}", change_message="")
+    return {"sign_in_records": sign_ins, "admin_log_entries": logged}
+
+
 def account_erase(*, owner: User, actor: User, confirm: object) -> AccountErasure:
     """Erase `owner`'s account, asked by `actor` (the owner, or staff); `confirm` must be the owner's username.
 
@@ -50,11 +67,12 @@ def account_erase(*, owner: User, actor: User, confirm: object) -> AccountErasur
         if not get_user_model().objects.select_for_update().filter(pk=owner_id).exists():
             raise NotFound("No such account.")
         tokens = AuthToken.objects.filter(user_id=owner_id).count()
+        traces = _traces_erase(owner_id=owner_id, username=owner.get_username())
         counts = account_rows_delete(owner_id=owner_id)
         erasure = AccountErasure.objects.create(
             owner_id=owner_id,
             actor_id=None if actor.pk == owner_id else actor.pk,
-            counts={**counts, "tokens": tokens},
+            counts={**counts, "tokens": tokens, **traces},
             purge_xid=transaction_xid(),
         )
         transaction.on_commit(lambda: erasure_vacuum_task.delay(owner_id=owner_id))

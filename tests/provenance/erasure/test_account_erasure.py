@@ -2,6 +2,8 @@
 
 import httpx
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from knox.models import AuthToken
@@ -113,12 +115,27 @@ def test_the_user_erases_their_account_and_no_text_stays_anywhere_registered(liv
 
 def test_staff_deleting_a_user_in_the_admin_erases_the_account_through_the_eraser(client, staff, owner):
     _account_with_everything(owner)
+    username = owner.get_username()
+    # Sign-ins of the account (a failure and a success, as django-axes records them) and of another one.
+    seen = {"ip_address": "203.0.113.7", "user_agent": "Firefox/140", "get_data": "", "post_data": ""}
+    AccessAttempt.objects.create(username=username, failures_since_start=1, **seen)
+    AccessFailureLog.objects.create(username=username, ip_address="203.0.113.7", user_agent="Firefox/140")
+    AccessLog.objects.create(username=username, ip_address="203.0.113.7", user_agent="Firefox/140")
+    AccessAttempt.objects.create(username="someone-else", failures_since_start=2, **seen)
     client.force_login(staff)
     url = reverse("admin:auth_user_delete", args=[owner.pk])
     assert client.get(url).status_code == 200  # Django's confirmation page
     assert client.post(url, {"post": "yes"}).status_code == 302
     erasure = AccountErasure.objects.get(owner_id=owner.pk)
     assert (erasure.actor_id, erasure.counts["chat_message"]) == (staff.pk, 9)
+    assert (erasure.counts["sign_in_records"], erasure.counts["admin_log_entries"]) == (3, 1)
+    for model in (AccessAttempt, AccessFailureLog, AccessLog):
+        assert not model.objects.filter(username=username).exists()
+    assert AccessAttempt.objects.filter(username="someone-else").exists()
+    # The admin log says which account staff erased, by id only.
+    [entry] = LogEntry.objects.filter(object_id=str(owner.pk), content_type__model="user")
+    assert (entry.user_id, entry.object_repr, entry.change_message) == (staff.pk, f"erased account #{owner.pk}", "")
+    assert not LogEntry.objects.filter(object_repr__contains=username).exists()
     assert Message.objects.filter(owner_id=owner.pk).count() == 0
     assert vector_indexes() == []
     # The bulk action goes the same way.
