@@ -243,6 +243,7 @@ class McpApp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        send = _stored_nowhere(send)
         pairs = scope.get("headers") or []
         names = [name for name, _ in pairs]
         if any(names.count(name) > 1 for name in _SINGLE_HEADERS):
@@ -284,6 +285,19 @@ class McpApp:
                 return
         scope = {**scope, USER_KEY: user_id, "user": _principal(user_id, token_key)}
         await self.manager.handle_request(scope, receive, send)
+
+
+def _stored_nowhere(send: Send) -> Send:
+    """`Cache-Control: no-store` on every /mcp answer, whatever the SDK set (`no-cache` on its streams):
+    its bodies hold memories, and a cached copy would outlive a purge (docs/SECURITY.md)."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            kept = [(name, value) for name, value in message.get("headers", []) if name.lower() != b"cache-control"]
+            message = {**message, "headers": [*kept, (b"cache-control", b"no-store")]}
+        await send(message)
+
+    return sending
 
 
 async def _error(

@@ -266,6 +266,7 @@ def forget(
             raise ValidationFailed(
                 f"request is a sentence of at most {MAX_QUERY_CHARS} characters.", fields={"request": "invalid"}
             )
+        _storable(request, "request")
         selection = resolve_deletion_request(owner=user, text=request)
         selector: str | None = "request"
     else:

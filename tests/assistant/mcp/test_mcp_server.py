@@ -264,6 +264,8 @@ def test_mcp_sessions_are_capped_per_user_and_bound_to_the_token_that_opened_the
     url = f"{server.url}/mcp"
     opened = [httpx.post(url, json=HANDSHAKE, headers=_headers(mine), timeout=30) for _ in range(3)]
     assert [r.status_code for r in opened] == [200, 200, 429]
+    # The SDK's answers and DeLLM's own refusals alike: never stored by a browser or a proxy.
+    assert {r.headers["cache-control"] for r in opened} == {"no-store"}
     assert (opened[2].json()["error"]["code"], opened[2].headers["retry-after"]) == ("throttled", "60")
     # One user's sessions do not shut another out.
     assert httpx.post(url, json=HANDSHAKE, headers=_headers(theirs), timeout=30).status_code == 200

@@ -170,6 +170,7 @@ def test_forget_of_another_users_id_is_not_found(owner, paris, other_owner):
         {"ids": [1], "mode": "expire"},
         {"ids": ["1"]},
         {"ids": [1], "confirm": 1},
+        {"request": "forget that I live in\x00 Paris"},
     ],
 )
 def test_forget_refuses_bad_arguments(owner, arguments):
