@@ -19,10 +19,12 @@ a `DomainError` into a tool error, `<code>: <message>`, that the model can read.
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
+import anyio
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -208,6 +210,50 @@ def _opens_a_session(scope: Scope, headers: dict[bytes, bytes]) -> bool:
     return scope.get("method") == "POST" and b"mcp-session-id" not in headers and handshake
 
 
+def _listens(body: bytes) -> bool:
+    """A `subscriptions/listen` request: its answer is a notification stream that stays open."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "subscriptions/listen"
+
+
+_PING = b": ping\r\n\r\n"
+
+
+async def _idle_bounded(
+    handle: Callable[[Scope, Receive, Send], Awaitable[None]], scope: Scope, receive: Receive, send: Send
+) -> None:
+    """`handle` (a listen stream), ended after DELLM_MCP_SESSION_IDLE_SECONDS with nothing sent but pings."""
+    idle = settings.DELLM_MCP_SESSION_IDLE_SECONDS
+    last = time.monotonic()
+    state = {"started": False, "ended": False}
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        nonlocal last
+        if message["type"] == "http.response.start":
+            state["started"] = True
+        if message.get("body") != _PING:
+            last = time.monotonic()
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            state["ended"] = True
+        await send(message)
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (left := last + idle - time.monotonic()) > 0:
+                await anyio.sleep(left)
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        await handle(scope, receive, sending)
+        group.cancel_scope.cancel()
+    if state["started"] and not state["ended"]:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 def _session_admitted(user_id: int) -> bool:
     """A new session for `user_id`: within DELLM_MCP_SESSION_RATE a minute (Redis, shared by the processes)."""
     key = f"mcp-sessions:{user_id}:{int(time.time() // 60)}"
@@ -229,15 +275,65 @@ class McpApp:
             max_sessions=settings.DELLM_MCP_MAX_SESSIONS,
         )
         self.manager = self.server.session_manager
+        # Per user, what the SDK's registry does not hold: handshakes in flight (a session counts from its
+        # first request, not once it is registered) and open `subscriptions/listen` streams. One event loop
+        # per process: a check and its increment run with no await between them.
+        self._held: Counter[int] = Counter()
 
     def _open_sessions(self, user_id: int) -> int:
         # The SDK's own registry of open sessions and who opened each (its session binding's).
         owners = self.manager._session_owners
-        return sum(
+        registered = sum(
             1
             for session, owner in owners.items()
             if session in self.manager._server_instances and owner["client_id"].startswith(f"dellm:{user_id}:")
         )
+        return registered + self._held[user_id]
+
+    def _open_everywhere(self) -> int:
+        return len(self.manager._server_instances) + self._held.total()
+
+    async def _held_open(self, user_id: int, scope: Scope, receive: Receive, send: Send, listen: bool) -> None:
+        """A session's handshake or a listen stream, counted against the user's and the server's bounds.
+
+        Its place is taken at once, with the check (no await between them: concurrent handshakes cannot all
+        pass it), and given back when it ends or is refused."""
+        if self._open_sessions(user_id) >= settings.DELLM_MCP_SESSIONS_PER_USER:
+            message = f"At most {settings.DELLM_MCP_SESSIONS_PER_USER} MCP sessions at once: end one first."
+            await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
+            return
+        if self._open_everywhere() >= settings.DELLM_MCP_MAX_SESSIONS:
+            await _error(send, 503, "service_unavailable", "Too many MCP sessions are open: try again in a minute.")
+            return
+        self._held[user_id] += 1
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self._held[user_id] -= 1
+                if self._held[user_id] <= 0:
+                    del self._held[user_id]
+
+        async def registered(message: MutableMapping[str, Any]) -> None:
+            # The handshake's answer names its session: the SDK's registry counts it from here on.
+            if message["type"] == "http.response.start" and any(
+                name.lower() == b"mcp-session-id" for name, _ in message.get("headers", [])
+            ):
+                release()
+            await send(message)
+
+        try:
+            if not await on_db_briefly(_session_admitted)(user_id):
+                message = f"At most {settings.DELLM_MCP_SESSION_RATE} new MCP sessions a minute."
+                await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
+            elif listen:
+                await _idle_bounded(self.manager.handle_request, scope, receive, send)
+            else:
+                await self.manager.handle_request(scope, receive, registered)
+        finally:
+            release()
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         return self.manager.run()
@@ -262,6 +358,7 @@ class McpApp:
                 headers=[(b"www-authenticate", b'Bearer realm="DeLLM"')],
             )
             return
+        body: bytes | None = None
         if scope.get("method") == "POST":
             # The SDK would read any body whole and parse it at any depth: Django's ceilings first.
             try:
@@ -273,18 +370,14 @@ class McpApp:
                 return  # the client went away
             receive = body_replayed(body, receive)
         user_id, token_key = principal
-        if _opens_a_session(scope, headers):
-            # Each session holds a server task and its streams until it ends or idles out.
-            if self._open_sessions(user_id) >= settings.DELLM_MCP_SESSIONS_PER_USER:
-                message = f"At most {settings.DELLM_MCP_SESSIONS_PER_USER} MCP sessions at once: end one first."
-                await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
-                return
-            if not await on_db_briefly(_session_admitted)(user_id):
-                message = f"At most {settings.DELLM_MCP_SESSION_RATE} new MCP sessions a minute."
-                await _error(send, 429, "throttled", message, headers=[(b"retry-after", b"60")])
-                return
+        listen = body is not None and _listens(body)
         scope = {**scope, USER_KEY: user_id, "user": _principal(user_id, token_key)}
-        await self.manager.handle_request(scope, receive, send)
+        if not listen and not _opens_a_session(scope, headers):
+            await self.manager.handle_request(scope, receive, send)
+            return
+        # Each session holds a server task and its streams until it ends or idles out; a listen stream (the
+        # per-request era's long-lived one) holds a task and a connection: both count against the same bounds.
+        await self._held_open(user_id, scope, receive, send, listen)
 
 
 def _stored_nowhere(send: Send) -> Send:

@@ -1,9 +1,12 @@
 """The MCP server end to end with the official MCP client: streamable HTTP against uvicorn serving the real
 ASGI app (`/mcp`), and stdio against `manage.py dellm_mcp`."""
 
+import contextlib
 import json
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -308,3 +311,62 @@ def test_a_repeated_mcp_header_is_refused_before_the_session_cap_could_be_bypass
     refused = httpx.post(url, json=HANDSHAKE, headers=twice, timeout=30)
     assert (refused.status_code, refused.json()["error"]["code"]) == (400, "malformed_request")
     assert httpx.post(url, json=HANDSHAKE, headers=_headers(token), timeout=30).status_code == 429
+
+
+LISTEN = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "subscriptions/listen",
+    "params": {
+        "notifications": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+
+
+def _listen_headers(token: str) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "subscriptions/listen",
+    }
+
+
+def test_listen_streams_count_against_the_session_bounds_and_end_when_idle(asgi_server, owner):
+    server = asgi_server(env={"DELLM_MCP_SESSIONS_PER_USER": "2", "DELLM_MCP_SESSION_IDLE_SECONDS": "3"})
+    token = agent_token_create(owner=owner, name="listener")[1]
+    url = f"{server.url}/mcp"
+    with httpx.Client(timeout=30) as client, contextlib.ExitStack() as streams:
+        opened = [streams.enter_context(client.stream("POST", url, json=LISTEN, headers=_listen_headers(token)))]
+        opened.append(streams.enter_context(client.stream("POST", url, json=LISTEN, headers=_listen_headers(token))))
+        assert [r.status_code for r in opened] == [200, 200], opened[0].read()
+        assert opened[0].headers["content-type"].startswith("text/event-stream")
+        # Two streams open: a third, and a session, wait for one of them to end.
+        third = client.post(url, json=LISTEN, headers=_listen_headers(token))
+        assert (third.status_code, third.json()["error"]["code"]) == (429, "throttled")
+        assert client.post(url, json=HANDSHAKE, headers=_headers(token)).status_code == 429
+        # Nothing but pings for DELLM_MCP_SESSION_IDLE_SECONDS: each stream ends, and frees its place.
+        started = time.monotonic()
+        for response in opened:
+            for _ in response.iter_bytes():
+                pass
+        assert 2 < time.monotonic() - started < 20
+    assert httpx.post(url, json=HANDSHAKE, headers=_headers(token), timeout=30).status_code == 200
+
+
+def test_concurrent_handshakes_open_no_more_sessions_than_the_cap(asgi_server, owner):
+    server = asgi_server(env={"DELLM_MCP_SESSIONS_PER_USER": "3", "DELLM_MCP_SESSION_RATE": "100"})
+    token = agent_token_create(owner=owner, name="burst")[1]
+    url = f"{server.url}/mcp"
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(
+            pool.map(
+                lambda _: httpx.post(url, json=HANDSHAKE, headers=_headers(token), timeout=30).status_code, range(12)
+            )
+        )
+    assert sorted(codes) == [200] * 3 + [429] * 9
