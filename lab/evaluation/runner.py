@@ -54,8 +54,8 @@ def scenario_run(
     Steps: send every statement as a turn; ask every question (probes leave no
     trace); forget each forget fact the system's way; ask every question again.
     The deletion outcome counts live messages removed (probes excluded), the
-    retain facts among them, and the live messages still quoting a forget fact
-    verbatim (derived copies the deletion missed).
+    retain facts among them, and the live messages still holding a word only a
+    forget fact had (derived copies the deletion missed, quoted or told back).
     """
     owner = EvalOwner(system=system, run_id=run_id, scenario_key=scenario.key)
     base = {"dataset": dataset, "system": system.name, "scenario": scenario.key}
@@ -73,6 +73,7 @@ def scenario_run(
         for key in scenario.forget_keys:
             owner.forget(message_id=ids[key], text=scenario.forget_text(key))
         removed = live_before - owner.live_ids()
+        kept = set().union(*lexemes(scenario.kept_texts()))
         forgotten = {ids[key] for key in scenario.forget_keys}
         retained_facts = {ids[s.key] for s in scenario.statements if s.fact} - forgotten
         results.deletions.append(
@@ -81,7 +82,7 @@ def scenario_run(
                 "deleted": len(removed),
                 "retain_facts_lost": len(removed & retained_facts),
                 "taint_violations": len(taint_violations(owner_id=owner.user.pk)),
-                "residual_copies": sum(owner.copies(scenario.forget_text(key)) for key in scenario.forget_keys),
+                "residual_copies": sum(owner.copies(scenario.forget_text(key), kept) for key in scenario.forget_keys),
                 "model_calls": owner.forget_calls,
                 "facts": len(facts_before),
                 "facts_removed": len(facts_before & removed),
@@ -95,7 +96,7 @@ def scenario_run(
             into=results.records,
             base=base,
             tick=tick,
-            kept=set().union(*lexemes(scenario.kept_texts())),
+            kept=kept,
         )
     finally:
         owner.close()

@@ -15,6 +15,7 @@ from chat.models import Message, Turn
 from chat.threads import thread_create
 from chat.turns.run import turn_run
 from chat.turns.start import turn_create
+from lab.evaluation.metrics import lexemes
 from provenance.deletions.confirm import deletion_confirm
 from provenance.deletions.preview import deletion_preview
 
@@ -129,10 +130,15 @@ class EvalOwner:
             )
         )
 
-    def copies(self, text: str) -> int:
-        """Live messages that still contain `text` (whitespace-normalized, as replies quote it)."""
-        quoted = " ".join(text.split())
-        return Message.objects.filter(owner=self.user, status__in=Message.LIVE, content__contains=quoted).count()
+    def copies(self, text: str, kept: set[str]) -> int:
+        """Live messages holding a lexeme only the forgotten `text` had (`kept`: the lexemes of what the user
+        said that forgetting keeps): a copy the deletion missed, quoted or told back in other words (the
+        offline responder acknowledges "you live in Lisbon", not the statement itself)."""
+        only = lexemes([text])[0] - kept
+        if not only:
+            return 0
+        live = Message.objects.filter(owner=self.user, status__in=Message.LIVE).values_list("content", flat=True)
+        return sum(bool(words & only) for words in lexemes(list(live)))
 
     def forget(self, *, message_id: int, text: str) -> None:
         """Forget one fact the way this system does."""

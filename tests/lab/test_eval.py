@@ -68,12 +68,14 @@ def test_smoke_eval_reproduces_the_papers_relations(db, tmp_path):
         # The facts and the replies derived from them.
         assert dellm["deleted"] > forget_facts
 
-        # Semantic deletion: a low threshold destroys retain facts, a high one leaves copies.
+        # Semantic deletion: a low threshold destroys retain facts, a high one leaves copies where replies
+        # carry the facts: the offline responder tells a personal fact back ("you live in ..."), but
+        # acknowledges a statement it draws no fact from (TOFU's, about authors) with "Noted." alone.
         low, high = rows[(dataset, "semantic:0.1")], rows[(dataset, "semantic:0.8")]
         assert low["retain_facts_lost"] > 0
         assert low["retain_after"] < low["retain_before"] - TOLERANCE
         assert high["retain_facts_lost"] == 0
-        assert high["residual_copies"] > 0
+        assert (high["residual_copies"] > 0) == (dataset == "pf")
 
         # With facts drawn from every statement: forgets as faithfully (a fact goes with its source), keeps the rest.
         facts = rows[(dataset, "dellm:facts")]
