@@ -80,12 +80,6 @@ def tell(api, thread, django_capture_on_commit_callbacks):
 
 
 @pytest.fixture
-def facts_off(settings):
-    """No facts drawn (DELLM_FACTS=false): for a test about a history of messages alone, which says so by name."""
-    settings.DELLM_FACTS = False
-
-
-@pytest.fixture
 def openai_server(settings):
     """A local OpenAI-compatible server that the real `openai` client talks to."""
     with FakeOpenAI(default_text="Paris, as you said.") as server:

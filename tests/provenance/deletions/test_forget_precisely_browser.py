@@ -32,7 +32,7 @@ def test_forget_part_of_a_message_from_the_chat_card_and_undo(signed_in):
     expect(card.locator(".rewrite-progress")).to_have_text("2 of 2 replies rewritten.", timeout=30_000)
     expected = [
         "I work as a nurse.",
-        "Noted: I work as a nurse.",
+        "Noted — work and job: you work as a nurse.",
         "Where do I work and live?",
         "From what you told me: “I work as a nurse.”",
     ]

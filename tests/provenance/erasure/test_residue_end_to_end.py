@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from chat.models import ContextEdge, Message, Turn
+from chat.subjects import FACTS_SOURCE
 from core.logs import WITHHELD
 from tests.factories import make_user
 from tests.helpers import client_for, pg_dump, redis_dump, wait_for
@@ -39,7 +40,9 @@ def test_purged_secret_is_nowhere_the_application_can_reach(start_worker, owner,
     assert api.post(f"/api/deletions/{typed.json()['deletion']['id']}/cancel/").status_code == 200
 
     secret = Message.objects.get(content=SECRET)
-    assert ContextEdge.objects.filter(source=secret).count() >= 3  # its reply's context and later ones
+    # Its reply's context and later ones: the fact drawn from it stands in for it in the later contexts.
+    fact = Message.objects.get(in_edges__source=secret, thread__source=FACTS_SOURCE)
+    assert ContextEdge.objects.filter(source__in=[secret, fact]).count() >= 4
     assert pg_dump().count(SECRET_WORD) >= 3  # replies quote it: the dump can see it
 
     preview = api.post("/api/deletions/", {"select": {"exact": SECRET_WORD}, "mode": "purge"}, format="json").json()
