@@ -61,14 +61,18 @@ lint: setup frontend/node_modules/.installed
 	$(LINT_ENV) $(VENV)/bin/lint-imports
 	$(LINT_ENV) $(VENV)/bin/mypy
 
-# The suite runs against its own throwaway embedded PostgreSQL, removed afterwards.
+# The suite runs against its own throwaway embedded PostgreSQL, removed afterwards,
+# in TEST_PROCESSES processes (a test module's tests stay in one): most tests
+# wait on a worker, a browser or the database, so two share two cores well.
+# `makemigrations` starts the embedded servers first, for every process to find.
+TEST_PROCESSES ?= 2
 test: export DELLM_LAB = 1
 test: setup lint frontend/node_modules/.installed /usr/bin/chromium
 	@set -e; \
 	export DELLM_DATA_DIR=$$(mktemp -d /tmp/dellm-test.XXXXXX); \
 	trap '$(PY) -m dellm_site.embedded stop >/dev/null; rm -rf "$$DELLM_DATA_DIR"' EXIT; \
 	$(PY) manage.py makemigrations --check --dry-run; \
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --numprocesses=$(TEST_PROCESSES) --dist=loadfile
 
 # One test (or file, or folder) against a database kept between runs:
 # `make test-one T=tests/chat/turns/test_turn_run.py::test_name`. The embedded

@@ -2,11 +2,22 @@
 
 `DELLM_LAB` goes into the environment before the settings are read, so child
 processes (Celery workers, `manage.py` subprocesses) install the lab too.
+
+`make test` runs the suite in parallel processes (pytest-xdist): each uses a
+test database of its own (pytest-django's `_gw<N>` suffix) and is an instance
+of its own on the shared Redis, with its own prefix (core/redis_ns.py), which
+its children (Celery workers) derive the same way.
 """
 
+import hashlib
 import os
 
+from dellm_site import embedded
+
 os.environ["DELLM_LAB"] = "1"
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    suite = hashlib.sha256(str(embedded.data_dir()).encode()).hexdigest()[:8]
+    os.environ["DELLM_REDIS_PREFIX"] = f"dellm-test-{suite}-{worker}"
 
 from dellm_site.settings import *  # noqa: F403
 
