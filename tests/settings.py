@@ -16,8 +16,12 @@ from dellm_site import embedded
 
 os.environ["DELLM_LAB"] = "1"
 if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    # The suite's prefix (the runner's, exported by core.redis_ns) with the process's name after it; a child
+    # inherits the result, and one told another prefix (another instance, in a test) keeps it apart too.
     suite = hashlib.sha256(str(embedded.data_dir()).encode()).hexdigest()[:8]
-    os.environ["DELLM_REDIS_PREFIX"] = f"dellm-test-{suite}-{worker}"
+    prefix = os.environ.get("DELLM_REDIS_PREFIX") or f"dellm-test-{suite}"
+    if not prefix.endswith(f"-{worker}"):
+        os.environ["DELLM_REDIS_PREFIX"] = f"{prefix}-{worker}"
 
 from dellm_site.settings import *  # noqa: F403
 
