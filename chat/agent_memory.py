@@ -1,5 +1,6 @@
 """What agents do with memory: notes they store, reads they make, and the user's switch for what they may do."""
 
+import re
 from datetime import datetime
 
 from django.conf import settings
@@ -16,8 +17,18 @@ from chat.writer import (
 from chat.writer.vectors import messages_index_embed
 from core.errors import Conflict, NotFound
 
-# A client's name as recorded in the read log: its own label, capped.
-CLIENT_NAME_MAX = 100
+# A client's name as recorded in the read log and copied into receipts: a product label ("Claude Desktop",
+# "mcp-inspector"), not free text. The name is the client's own choice and outlives every purge, so it keeps
+# only letters, digits, spaces and `._-`, at most CLIENT_NAME_MAX of them.
+CLIENT_NAME_MAX = 40
+_NOT_IN_A_LABEL = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+def client_label(name: str) -> str:
+    """`name` as the read log keeps it: the label's characters, single-spaced, capped; "unknown" if none is left."""
+    return (
+        " ".join(_NOT_IN_A_LABEL.sub(" ", name[: CLIENT_NAME_MAX * 4]).split())[:CLIENT_NAME_MAX].strip() or "unknown"
+    )
 
 
 def notes_thread(*, owner_id: int) -> Thread:
@@ -81,8 +92,9 @@ def memory_read_record(*, owner_id: int, client: str, tool: str, message_ids: li
     """Log, content-free, that an MCP client was shown these memories (nothing when it was shown none)."""
     if not message_ids:
         return None
-    name = "".join(ch for ch in client if ch.isprintable())[:CLIENT_NAME_MAX] or "unknown"
-    return MemoryRead.objects.create(owner_id=owner_id, client=name, tool=tool, message_ids=sorted(set(message_ids)))
+    return MemoryRead.objects.create(
+        owner_id=owner_id, client=client_label(client), tool=tool, message_ids=sorted(set(message_ids))
+    )
 
 
 def agent_access_get(*, owner_id: int) -> AgentAccess:

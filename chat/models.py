@@ -403,11 +403,11 @@ class MemoryRead(models.Model):
     DeLLM cannot erase what a client copied; this log lets a deletion's preview
     and receipt say which of its messages were read, by whom and when
     (docs/SECURITY.md). `client` is the name the client gave in MCP's
-    `clientInfo` (its own label, capped), `tool` the tool that read.
+    `clientInfo` as a label (`chat.agent_memory.client_label`), `tool` the tool that read.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    client = models.CharField(max_length=100)
+    client = models.CharField(max_length=40)
     tool = models.CharField(max_length=32)
     message_ids = ArrayField(models.BigIntegerField())
     read_at = models.DateTimeField(auto_now_add=True)

@@ -200,6 +200,21 @@ def test_receipt_says_which_removed_memories_agents_read(owner, paris):
     assert dep_ids(owner_id=owner.pk, roots=[paris.pk]) == {paris.pk}
 
 
+def test_a_clients_name_is_kept_as_a_bounded_label(owner, paris):
+    named = {
+        "Claude Desktop": "Claude Desktop",
+        "mcp-inspector_0.9": "mcp-inspector_0.9",
+        "<b>my tortoise</b>\nis called Zanzibar-4471; my PIN: 0000, thanks!": "b my tortoise b is called Zanzibar-4471",
+        "\u202e\x00🙂": "unknown",
+        "x" * 100_000: "x" * 40,
+    }
+    for name in named:
+        tools.search_memory(user=owner, client=name, query="observatory", k=5)
+
+    stored = list(MemoryRead.objects.filter(owner=owner).order_by("id").values_list("client", flat=True))
+    assert stored == list(named.values())
+
+
 def test_agent_access_is_off_until_the_user_turns_it_on(api, other_api, owner):
     before = api.get("/api/agent-access/")
     turned_on = api.put("/api/agent-access/", {"may_confirm_deletions": True}, format="json")
