@@ -166,6 +166,14 @@ class ThreadSerializer(serializers.ModelSerializer):
     def get_title_derived(self, thread: Thread) -> bool:
         return bool(thread.title_sources)
 
+    def to_representation(self, thread: Thread) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(thread)
+        # Staff pages read a thread's title only while it holds a live message: an imported conversation's
+        # title comes from the export, and stays while its messages are soft-deleted (for an undo).
+        if self.context.get("staff") and not getattr(thread, "has_live", True):
+            data["title"] = ""
+        return data
+
 
 class ThreadDetailSerializer(ThreadSerializer):
     messages = MessageSerializer(

@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.contrib.admin import ModelAdmin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -165,7 +165,9 @@ def graph_message_view(
 def graph_threads_view(request: StaffRequest, model_admin: "ModelAdmin[DeletionRequest]", user_id: int) -> HttpResponse:
     _require(request, VIEW_MESSAGES)
     owner = _subject(user_id)
-    return _json(lambda: ThreadSerializer(thread_list(owner=owner), many=True).data)
+    live = Message.objects.filter(owner=owner, thread=OuterRef("pk"), status__in=Message.LIVE)
+    threads = thread_list(owner=owner).annotate(has_live=Exists(live))
+    return _json(lambda: ThreadSerializer(threads, many=True, context={"staff": True}).data)
 
 
 # --- Data-subject requests: preview, then confirm, on a user's behalf ----------

@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.urls import reverse
 
 from chat.admin import TOMBSTONE
+from chat.models import Thread
+from provenance.deletions.confirm import deletion_confirm
 from provenance.deletions.preview import deletion_preview
 from provenance.models import DeletionRequest
 from tests.factories import KEPT, SECRET_WORD, make_message, make_thread
@@ -219,6 +221,27 @@ def test_graph_elements_have_the_shape_of_the_api_graph(staff_client, history, o
     assert (soft["status"], soft["content"]) == ("deleted", "")
     threads = staff_client.get(reverse("admin:provenance_deletionrequest_graph_threads", args=[owner.pk])).json()
     assert [thread["id"] for thread in threads] == [history.thread.pk]
+
+
+def test_staff_read_no_title_of_a_thread_whose_messages_are_all_removed(staff_client, owner):
+    imported = Thread.objects.create(
+        owner=owner, title="Talks with my divorce lawyer", source="chatgpt", source_id="c1"
+    )
+    said = make_message(imported, "I am getting divorced", imported_from="chatgpt")
+    left = make_thread(owner, "Weekend plans")
+    make_message(left, "I like hiking")
+    url = reverse("admin:provenance_deletionrequest_graph_threads", args=[owner.pk])
+    before = {thread["id"]: thread["title"] for thread in staff_client.get(url).json()}
+
+    preview = deletion_preview(owner=owner, actor=owner, mode="soft", ids=[said.pk])
+    deletion_confirm(deletion_id=preview.pk, owner_id=owner.pk, confirmed_by=owner)
+
+    after = {thread["id"]: thread["title"] for thread in staff_client.get(url).json()}
+    mine = {thread["id"]: thread["title"] for thread in client_for(owner).get("/api/threads/").json()}
+    assert before == {imported.pk: "Talks with my divorce lawyer", left.pk: "Weekend plans"}
+    assert after == {imported.pk: "", left.pk: "Weekend plans"}
+    # The owner still reads it: the undo would bring its messages back under it.
+    assert mine[imported.pk] == "Talks with my divorce lawyer"
 
 
 def test_graph_message_of_another_user_is_not_found(staff_client, history, other_owner):
