@@ -82,7 +82,9 @@ function factItem(fact, byId, history = []) {
   );
 
   function openCorrect() {
-    const input = el("input", { type: "text", class: "fact-input", maxlength: 300, value: statement(fact), "aria-label": "Corrected fact" });
+    // Empty, not the stored words: a correction is the user's new statement, derived from nothing, and
+    // stays when the corrected fact's sources are purged (docs/API.md, facts).
+    const input = el("input", { type: "text", class: "fact-input", maxlength: 300, placeholder: "What is true now", "aria-label": "Corrected fact" });
     const error = el("p", { class: "error-text", role: "alert" });
     const form = el(
       "form",
@@ -110,7 +112,6 @@ function factItem(fact, byId, history = []) {
     });
     replaceChildren(extra, form);
     input.focus();
-    input.select();
   }
 
   function openForget() {

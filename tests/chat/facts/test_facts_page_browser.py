@@ -55,6 +55,9 @@ def test_approve_decline_correct_and_forget_facts_on_their_page(signed_in, open_
     expect(groups).to_have_text(["Home city", "Pets", "Work and job"])
 
     home.get_by_role("button", name="Correct").click()
+    # Empty: the stored words are not handed to the user's new statement, which outlives their purge.
+    expect(home.get_by_role("textbox", name="Corrected fact")).to_have_value("")
+    expect(home.get_by_role("textbox", name="Corrected fact")).to_have_attribute("placeholder", "What is true now")
     home.get_by_role("textbox", name="Corrected fact").fill("I live in Porto")
     home.get_by_role("textbox", name="Corrected fact").press("Enter")
     porto = fact_item(page, "I live in Porto.")
