@@ -9,6 +9,9 @@ fact itself is removed by a deletion, with its preview and receipt
 (`provenance.deletions.facts.fact_decline`).
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.utils import timezone
 
 from chat.models import Fact, FactDecline, Message
@@ -85,3 +88,23 @@ def declines_record(*, owner_id: int, fact_id: int) -> list[int]:
         [FactDecline(owner_id=owner_id, source_id=pk, subject=row.subject) for pk in sources], ignore_conflicts=True
     )
     return sources
+
+
+def facts_declined(*, owner_id: int, ids: Iterable[int], since: datetime) -> list[int]:
+    """The facts among `ids` whose subject the user declined, after `since`, from one of their live sources.
+
+    Declining a fact records its subject against its sources; an older fact of the same statement (one a
+    re-derivation replaced) carries those sources too, and is declined with them. Ascending ids.
+    """
+    subjects = dict(
+        Fact.objects.filter(owner_id=owner_id, message_id__in=sorted(set(ids))).values_list("message_id", "subject")
+    )
+    sources = fact_sources(owner_id=owner_id, ids=subjects)
+    declined = set(
+        FactDecline.objects.filter(
+            owner_id=owner_id,
+            source_id__in=sorted({pk for found in sources.values() for pk in found}),
+            created_at__gt=since,
+        ).values_list("source_id", "subject")
+    )
+    return sorted(fact for fact, found in sources.items() if any((pk, subjects[fact]) in declined for pk in found))

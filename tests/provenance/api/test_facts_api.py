@@ -62,6 +62,37 @@ def test_a_fact_said_twice_is_rederived_from_the_survivor_after_one_source_goes(
     assert [f["id"] for f in facts(api)] == [fact["id"]]
 
 
+def test_undoing_an_earlier_deletion_brings_back_no_fact_the_user_declined_since(
+    api, say, django_capture_on_commit_callbacks
+):
+    first = say("My dog is called Biscuit, a beagle.")
+    second = say("My dog is called Biscuit, a beagle.")
+    question = say("What is my dog called?")
+    [fact] = facts(api)
+    preview = api.post("/api/deletions/", {"mode": "soft", "select": {"ids": [first["id"]]}}, format="json").json()
+    with django_capture_on_commit_callbacks(execute=True):
+        earlier = api.post(f"/api/deletions/{preview['id']}/confirm/", {}, format="json").json()
+    [again] = facts(api)
+    with django_capture_on_commit_callbacks(execute=True):
+        decline = api.post(f"/api/facts/{again['id']}/decline/")
+    assert decline.status_code == 200 and facts(api) == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        undone = api.post(f"/api/deletions/{earlier['id']}/undo/", {}, format="json")
+
+    # The user's message comes back; the fact they declined since does not, nor what was drawn from it.
+    assert undone.status_code == 200, undone.content
+    assert facts(api) == []
+    live = set(Message.objects.filter(status__in=Message.LIVE).values_list("pk", flat=True))
+    assert {first["id"], second["id"], question["id"]} <= live and fact["id"] not in live
+    kept = api.get(f"/api/deletions/{earlier['id']}/").json()
+    assert kept["status"] == "undone" and "declined since" in kept["outcome"]
+    # Undoing the decline itself still brings back the fact it declined.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api.post(f"/api/deletions/{decline.json()['id']}/undo/", {}, format="json").status_code == 200
+    assert [f["id"] for f in facts(api)] == [again["id"]]
+
+
 def test_a_declined_fact_goes_and_is_never_drawn_again_from_its_source(api, owner, say):
     source = say("I love hiking in the mountains.")
     [fact] = facts(api)
