@@ -87,14 +87,17 @@ def transaction_xid() -> int:
 
 
 # The oldest transaction any open snapshot may still see, as a 64-bit xid: the snapshot xmin and own xid
-# of every backend that holds back a vacuum of this database's tables (its own and those connected to no
-# database, as PostgreSQL's horizon for them counts since 14; a session in another database of the same
-# server, another application's, never does), replication slots and prepared transactions. `age()`
-# counts back from the next xid, which the snapshot's xmax is; one more is taken off to be safe.
+# of every backend that holds back a vacuum of this database's tables, as PostgreSQL counts them since 14
+# (its own and those connected to no database, but not a session of another database on the same server,
+# nor a backend running a plain VACUUM, which another vacuum ignores), replication slots and prepared
+# transactions. Not this query's own snapshot: its xmin is any database's oldest running transaction, and
+# the VACUUM this reading precedes runs outside a transaction. `age()` counts back from the next xid,
+# which the snapshot's xmax is; one more is taken off to be safe.
 _HORIZON_SQL = """
 SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint - 1 - coalesce(max(held), 0) FROM (
     SELECT greatest(age(backend_xmin), age(backend_xid)) FROM pg_stat_activity
     WHERE coalesce(datid, 0) IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+      AND pid <> pg_backend_pid() AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)
     UNION ALL SELECT greatest(age(xmin), age(catalog_xmin)) FROM pg_replication_slots
     UNION ALL SELECT age(transaction) FROM pg_prepared_xacts
 ) AS snapshots(held)

@@ -19,7 +19,7 @@ from provenance.erasure.places import Way
 from provenance.erasure.registry import TABLES, reindexed
 from provenance.erasure.tasks import erasure_vacuum_sweep_task
 from tests.factories import make_message, unit_vector
-from tests.helpers import heap_tuples, indexes_of, relation_files
+from tests.helpers import heap_tuples, indexes_of, relation_files, wait_for
 
 SECRET = "zanzibar quokkas hide my locker code 918273"
 WORDS = (b"zanzibar", b"quokka", b"918273")
@@ -345,9 +345,20 @@ def test_a_purge_under_an_older_open_snapshot_is_erased_once_it_closes(owner, th
     assert unerased_owners() == []
 
 
+def _no_other_snapshot() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_xmin IS NOT NULL AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum)"
+        )
+        return cursor.fetchone()[0] == 0
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_purge_with_no_older_snapshot_is_erased_by_its_own_vacuum(owner, thread):
     make_message(thread, SECRET, embedding=unit_vector(1))
+    # No older snapshot: none open now (an autovacuum's ANALYZE of another table may hold one a moment).
+    wait_for(_no_other_snapshot)
     deletion = _purge(owner, "918273")
     deletion.refresh_from_db()
     assert deletion.erased_at is not None
