@@ -17,6 +17,7 @@ class DeletionRequest(OwnerPartitioned):
         IDS = "ids"
         EXACT = "exact"
         SEMANTIC = "semantic"
+        IDENTIFIER = "identifier"
         REQUEST = "request"
 
     class Mode(models.TextChoices):
@@ -102,6 +103,9 @@ class DeletionRequest(OwnerPartitioned):
     agent_reads: dict[str, Any]
     # Set by `provenance.deletions.facts.facts_attach`: the facts it removes, re-derives and reinstates.
     facts: dict[str, Any]
+    # Set by a preview that selects by identifier (provenance/deletions/by_identifier.py), never stored:
+    # what was named and the near misses kept.
+    resolution: dict[str, Any] | None = None
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -122,9 +122,18 @@ def facts_attach(deletions: list[DeletionRequest]) -> None:
         deletion.facts = effect
 
 
-def related_information(*, owner: User, matched: list[int], members: set[int]) -> list[dict[str, Any]]:
-    """The owner's live messages and facts outside `members` (a Dep) that carry what `matched` says; see above."""
+def related_information(
+    *, owner: User, matched: list[int], members: set[int], near_misses: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The owner's live messages and facts outside `members` (a Dep) that carry what `matched` says; see above.
+
+    `near_misses` (a selection by identifier's): messages kept although they hold another identifier of
+    the kind named, listed first with their reason."""
     related: dict[int, dict[str, Any]] = {}
+    for miss in near_misses or []:
+        pk = int(miss["message"])
+        if pk not in members:
+            related.setdefault(pk, {"id": pk, "kind": "message", "reason": f"kept: it {miss['reason']}"})
     facts = _facts_of(owner.pk, members)
     for subject, ordered in subject_facts(owner_id=owner.pk, subjects=facts.values()).items():
         label = SUBJECTS[subject].label if subject in SUBJECTS else subject
@@ -168,7 +177,11 @@ def related_information(*, owner: User, matched: list[int], members: set[int]) -
 def related_attach(deletion: DeletionRequest) -> DeletionRequest:
     """Set `related` on a preview the owner made (`related_information`); only the response creating it shows it."""
     members = {*deletion.matched_ids, *deletion.dependent_ids}
-    deletion.related = tuple(related_information(owner=deletion.owner, matched=deletion.matched_ids, members=members))
+    # A selection by identifier kept the messages holding another one of its kind: listed first.
+    near = list(deletion.resolution["near_misses"]) if deletion.resolution else []
+    deletion.related = tuple(
+        related_information(owner=deletion.owner, matched=deletion.matched_ids, members=members, near_misses=near)
+    )
     return deletion
 
 

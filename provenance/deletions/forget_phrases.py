@@ -8,6 +8,13 @@ normal message from the assistant, while a missed request can be typed again
 or made from the deletions page, and either way nothing is deleted until the
 user confirms the preview.
 
+A request that names an identifier (an e-mail address, a number, a key:
+`provenance/deletions/identifiers.py`) selects by that identifier, whatever
+else it says: "forget dana@example.org" means that address, never its
+neighbour by meaning. Named alone, with at most words that say what it is
+("delete my old phone number +351 912 345 678"), it is a request even
+without the phrasings below.
+
 `resolve_deletion_request` turns the parse into the keyword arguments of
 `provenance.deletions.preview.deletion_preview`.
 """
@@ -19,6 +26,7 @@ from typing import Any
 from chat.selectors import message_ids_by_seq
 from core.errors import ValidationFailed
 from core.types import User
+from provenance.deletions.identifiers import identifiers_in, normalized
 
 # Deletion requests are one short sentence; a longer text is an ordinary message
 # (and the patterns below never run on unbounded input).
@@ -31,7 +39,7 @@ TYPED_REQUEST_MODE = "soft"
 
 @dataclass(frozen=True)
 class DeletionSelection:
-    """`kind` is "seqs" (the user's message numbers), "exact" or "semantic"."""
+    """`kind` is "seqs" (the user's message numbers), "identifier", "exact" or "semantic"."""
 
     kind: str
     seqs: tuple[int, ...] = ()
@@ -176,8 +184,12 @@ def parse_deletion_request(text: str) -> DeletionSelection | None:
     if quoted:
         phrase = next(g for g in quoted.groups() if g is not None).strip()
         if phrase and _BEFORE_QUOTE.match(rest[: quoted.start()]) and not _strip_tail(rest[quoted.end() :]).strip():
-            return DeletionSelection(kind="exact", text=phrase)
+            # A quoted identifier is matched as one; a quoted phrase, word for word.
+            kind = "identifier" if _names_an_identifier_alone(phrase, words=frozenset()) else "exact"
+            return DeletionSelection(kind=kind, text=phrase)
         return None
+    if _names_an_identifier_alone(rest):
+        return DeletionSelection(kind="identifier", text=rest)
 
     containing = _CONTAINING.match(rest)
     if containing:
@@ -225,8 +237,33 @@ def _strip_tail(text: str) -> str:
     return _strip_end_punct(text[:end]).strip()
 
 
+# Words that may stand beside an identifier named alone: what it is, and whose.
+_IDENTIFIER_WORDS_SAID = (
+    "a an the my our your his her their old former previous current new other work personal private "
+    "e-mail email mail address addresses phone telephone mobile cell number numbers no key keys api "
+    "secret token tokens password passcode id ids iban account bank card credit debit url link website "
+    "site web page handle username user name code reference and or also plus that this is was are were "
+)
+_IDENTIFIER_WORDS = frozenset(_IDENTIFIER_WORDS_SAID.split())
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+
+
+def _names_an_identifier_alone(rest: str, words: frozenset[str] = _IDENTIFIER_WORDS) -> bool:
+    """Whether `rest` names identifiers and says nothing else but `words` ("my e-mail dana@example.org")."""
+    named = identifiers_in(rest)
+    if not named:
+        return False
+    left = normalized(rest)
+    for identifier in named:
+        left = left.replace(identifier.surface, " ")
+    return all(word.casefold() in words for word in _WORD.findall(left))
+
+
 def _selection(kind: str, topic: str) -> DeletionSelection | None:
     topic = _strip_tail(topic)
+    if identifiers_in(topic):
+        # A named identifier is what the request means, whatever the words around it.
+        return DeletionSelection(kind="identifier", text=topic)
     if kind == "semantic":
         reported = _REPORTED.sub("", topic).strip()
         topic = reported or topic

@@ -15,6 +15,7 @@ from chat.models import LIVE_STATUSES, Message
 from core.api.budgets import budget_take
 from core.errors import NotFound, Throttled, ValidationFailed
 from core.types import User
+from provenance.deletions.by_identifier import IdentifierMatch, identifier_select
 from provenance.deletions.redaction import Matcher, redact_with_model, redaction_uses_model
 from provenance.dependents import dep_ids, explanation_paths
 from provenance.models import DeletionRequest
@@ -144,6 +145,7 @@ def deletion_preview(
     ids: list[int] | None = None,
     exact: str | None = None,
     semantic: str | None = None,
+    identifier: str | None = None,
     threshold: float | None = None,
     depth: int | None = None,
     expire_at: datetime | None = None,
@@ -154,7 +156,10 @@ def deletion_preview(
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
-    Exactly one of `ids`, `exact`, `semantic` selects. `selector="request"`
+    Exactly one of `ids`, `exact`, `semantic`, `identifier` selects (`identifier`: a text naming e-mail
+    addresses, numbers, keys..., each matched as that identifier, never a neighbour:
+    provenance/deletions/by_identifier.py; its `resolution`, not stored, says what was named and which
+    near misses were kept). `selector="request"`
     records that a natural-language request was resolved to that selection.
     `derived` says what happens to the replies in Dep(M) \\ M: `delete` (the
     default) or `regenerate`; `regenerate_ids` lists the replies a regeneration
@@ -176,16 +181,21 @@ def deletion_preview(
     derived = validate_derived(derived)
     depth = _validate_depth(depth)
     expire_at = _validate_expire_at(mode, expire_at)
-    given = [name for name, value in (("ids", ids), ("exact", exact), ("semantic", semantic)) if value is not None]
+    selectors = (("ids", ids), ("exact", exact), ("semantic", semantic), ("identifier", identifier))
+    given = [name for name, value in selectors if value is not None]
     if len(given) != 1:
         raise ValidationFailed(
-            "Select messages with exactly one of ids, exact or semantic.", fields={"select": "one selector"}
+            "Select messages with exactly one of ids, exact, semantic or identifier.", fields={"select": "one selector"}
         )
     kind = given[0]
     if kind != "semantic" and threshold is not None:
         raise ValidationFailed("threshold goes with a semantic selection.", fields={"threshold": "unexpected"})
+    by_id: IdentifierMatch | None = None
     if kind == "ids":
         matched = _select_ids(owner=owner, ids=ids)
+    elif kind == "identifier":
+        by_id = identifier_select(owner=owner, text=identifier, statuses=_selectable(mode, by_owner=by_owner))
+        matched = by_id.matched
     elif kind == "exact":
         matched = _select_exact(owner=owner, phrase=exact, mode=mode, by_owner=by_owner)
     else:
@@ -201,8 +211,10 @@ def deletion_preview(
     )
     # Before the audit row: a preview refused for the chat budget changes nothing.
     proposals, unscanned = (
-        _redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic)
-        if offer_redactions and kind in ("exact", "semantic") and mode != Mode.EXPIRE
+        _redaction_proposals(
+            owner=owner, matched=matched, exact=exact, semantic=semantic, written=by_id.written if by_id else None
+        )
+        if offer_redactions and kind in ("exact", "semantic", "identifier") and mode != Mode.EXPIRE
         else ([], [])
     )
     deletion = DeletionRequest.objects.create(
@@ -222,12 +234,13 @@ def deletion_preview(
     )
     deletion.redaction_proposals = tuple(proposals)
     deletion.redactions_unscanned = tuple(unscanned)
+    deletion.resolution = by_id.resolution() if by_id else None
     logger.info("deletion %s previewed: %s matched, %s dependents", deletion.pk, len(matched), len(paths))
     return deletion
 
 
 def _redaction_proposals(
-    *, owner: User, matched: list[int], exact: str | None, semantic: str | None
+    *, owner: User, matched: list[int], exact: str | None, semantic: str | None, written: dict[int, str] | None
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """The redactions on offer, [{"message", "text", "regenerate"}], and the ids of the messages left unscanned.
 
@@ -259,7 +272,12 @@ def _redaction_proposals(
             unscanned.append(pk)
     matcher = Matcher(exact=exact, semantic=semantic)
     contents = dict(Message.objects.filter(owner=owner, pk__in=scanned).values_list("pk", "content"))
-    by_rules = [(pk, text) for pk in scanned if (text := matcher.redact(contents[pk])) is not None]
+
+    def redacted(pk: int) -> str | None:
+        # An identifier is written its own way in each message: that phrase is what goes.
+        return (Matcher(exact=written[pk]) if written is not None else matcher).redact(contents[pk])
+
+    by_rules = [(pk, text) for pk in scanned if (text := redacted(pk)) is not None]
     texts = dict(by_rules)
     if by_rules and redaction_uses_model():
         taken, wait = budget_take(user_id=owner.pk, scope="chat", wanted=len(by_rules))
@@ -269,8 +287,8 @@ def _redaction_proposals(
                 "and that budget is spent; try again shortly.",
                 retry_after=wait,
             )
-        topic = exact if exact is not None else semantic or ""
         for pk, _ in by_rules[:taken]:
+            topic = written[pk] if written is not None else exact if exact is not None else semantic or ""
             texts[pk] = redact_with_model(text=contents[pk], topic=topic) or texts[pk]
         logger.info("redaction preview for owner %s: %s model calls charged", owner.pk, taken)
     proposals = []

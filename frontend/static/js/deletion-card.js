@@ -65,6 +65,8 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
   // What else says the same comes with the first preview only; ticking it makes a new preview
   // of what was asked plus the ticked ids (a preview's selection is fixed), shown in this card.
   const related = deletion.related || [];
+  // A request naming an identifier: what it was read as (a preview by ids, after a tick, says nothing).
+  const resolution = deletion.resolution;
   const asked = deletion.matched;
   const ticked = new Set();
   let ids;
@@ -170,6 +172,9 @@ export function deletionCard(deletion, { onDeleted, onUndone, deletionsUrl }) {
         deletion.dependents.length ? ` and ${plural(deletion.dependents.length, "reply", "replies")} built from them.` : ".",
         already ? ` ${plural(already, "of them is", "of them are")} deleted already.` : "",
       ),
+      resolution
+        ? el("p", { class: "dcard-resolution muted small", dataset: { testid: "resolution" } }, `Matched as ${resolution.named.map((named) => named.as).join(", ")}, however written; no other is taken.`)
+        : null,
       importedCascadeNote(deletion.imported_dependents?.length || 0),
       toolStepsNote(toolKinds.size),
       agentReadsNote(deletion.agent_reads),

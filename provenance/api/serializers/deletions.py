@@ -192,6 +192,12 @@ class DeletionSerializer(serializers.ModelSerializer):
         help_text="Only in the response that creates the preview: the user's other live messages and facts that "
         "carry the same information but are not in Dep (unticked suggestions, each with its reason)."
     )
+    resolution = serializers.SerializerMethodField(
+        help_text="Only in the response that creates a preview selected by identifier (null otherwise): "
+        "`named`, each identifier it was read as (`kind`, `as`: 'the e-mail address dana@example.org'), and "
+        "`near_misses`, the messages kept although they hold another identifier of the same kind "
+        "(`message`, `kind`, `reason`), for the user to add."
+    )
 
     class Meta:
         model = DeletionRequest
@@ -234,6 +240,7 @@ class DeletionSerializer(serializers.ModelSerializer):
             "agent_reads",
             "facts",
             "related",
+            "resolution",
         ]
 
     @extend_schema_field(ToolStepSerializer(many=True))
@@ -271,6 +278,10 @@ class DeletionSerializer(serializers.ModelSerializer):
         if not hasattr(deletion, "agent_reads"):
             agent_reads_attach([deletion])
         return AgentReadsSerializer(deletion.agent_reads).data
+
+    @extend_schema_field(serializers.JSONField(allow_null=True))
+    def get_resolution(self, deletion: DeletionRequest) -> dict[str, Any] | None:
+        return deletion.resolution
 
     def get_model_calls(self, deletion: DeletionRequest) -> int:
         return len(deletion.regenerate_ids)
@@ -320,11 +331,17 @@ class ChatDeletionSerializer(serializers.Serializer):
 
 
 class SelectSerializer(serializers.Serializer):
-    """Exactly one of ids, exact, semantic or request."""
+    """Exactly one of ids, exact, semantic, identifier or request."""
 
     ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Message ids.")
     exact = StrictCharField(required=False, trim_whitespace=False, help_text="A phrase, case-insensitive.")
     semantic = StrictCharField(required=False, trim_whitespace=False, help_text="Text matched by meaning.")
+    identifier = StrictCharField(
+        required=False,
+        trim_whitespace=False,
+        help_text="Text naming identifiers (an e-mail address, a phone or card number, an IBAN, a web address, a "
+        "handle, a key): the messages holding one, however written, and never a neighbour.",
+    )
     threshold = serializers.FloatField(
         required=False, allow_null=True, help_text="Cosine similarity from -1 to 1, with `semantic` only."
     )

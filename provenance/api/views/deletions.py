@@ -33,10 +33,11 @@ from provenance.regeneration.replies import undo_plan
 def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
     """`deletion_preview` keyword arguments for the body's `select`."""
     if "request" not in select:
-        return {key: select[key] for key in ("ids", "exact", "semantic", "threshold") if key in select}
-    if any(key in select for key in ("ids", "exact", "semantic")):
+        return {key: select[key] for key in ("ids", "exact", "semantic", "identifier", "threshold") if key in select}
+    if any(key in select for key in ("ids", "exact", "semantic", "identifier")):
         raise ValidationFailed(
-            "Select messages with exactly one of ids, exact, semantic or request.", fields={"select": "one selector"}
+            "Select messages with exactly one of ids, exact, semantic, identifier or request.",
+            fields={"select": "one selector"},
         )
     selection = resolve_deletion_request(owner=owner, text=select["request"])
     if "threshold" in select:

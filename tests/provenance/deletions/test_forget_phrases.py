@@ -27,11 +27,28 @@ REQUESTS = [
     ("please erase msg 9 & 2", DeletionSelection("seqs", seqs=(2, 9))),
     ('delete "my password is hunter2"', DeletionSelection("exact", text="my password is hunter2")),
     ("wipe “my PIN is 1234”", DeletionSelection("exact", text="my PIN is 1234")),
-    ("delete 'hunter2' from memory", DeletionSelection("exact", text="hunter2")),
+    # A quoted identifier is matched as that identifier (never "hunter22"); a quoted phrase word for word.
+    ("delete 'hunter2' from memory", DeletionSelection("identifier", text="hunter2")),
     ('Remove every message containing "Acme Corp"', DeletionSelection("exact", text="Acme Corp")),
     ('forget what I said: "the code is 4711"', DeletionSelection("exact", text="the code is 4711")),
-    ("delete messages containing hunter2", DeletionSelection("exact", text="hunter2")),
-    ("Purge everything that contains 555-0199", DeletionSelection("exact", text="555-0199")),
+    ("delete messages containing hunter2", DeletionSelection("identifier", text="hunter2")),
+    ("Purge everything that contains 555-0199", DeletionSelection("identifier", text="555-0199")),
+    # Identifiers, named alone or in a phrasing: matched as identifiers, never by meaning.
+    ("Forget dana@example.org", DeletionSelection("identifier", text="dana@example.org")),
+    ("forget key prod_7f3a", DeletionSelection("identifier", text="key prod_7f3a")),
+    ("forget @dana_k", DeletionSelection("identifier", text="@dana_k")),
+    (
+        "Delete my old phone number +351 912 345 678 please",
+        DeletionSelection("identifier", text="my old phone number +351 912 345 678"),
+    ),
+    (
+        "forget that my email is dana@example.org",
+        DeletionSelection("identifier", text="that my email is dana@example.org"),
+    ),
+    (
+        "forget my IBAN PT50 0002 0123 1234 5678 9015 4",
+        DeletionSelection("identifier", text="my IBAN PT50 0002 0123 1234 5678 9015 4"),
+    ),
 ]
 
 ORDINARY = [
@@ -44,6 +61,8 @@ ORDINARY = [
     "forget about it",
     "Never mind, forget that",
     "Delete the file foo.txt",
+    "Remove the duplicates from list_2 in my script",
+    "Delete order 123456 from the spreadsheet I sent",
     "Remove duplicates from this list: 1, 2, 2, 3",
     "How do I remove a message in Slack?",
     "What does git rm do? Does it delete files?",
@@ -121,5 +140,6 @@ def test_resolve_deletion_request_refuses_unknown_numbers_and_ordinary_text(owne
 
 
 def test_resolve_deletion_request_keeps_exact_and_semantic_text(owner):
-    assert resolve_deletion_request(owner=owner, text='delete "hunter2"') == {"exact": "hunter2"}
+    assert resolve_deletion_request(owner=owner, text='delete "hunter 2"') == {"exact": "hunter 2"}
+    assert resolve_deletion_request(owner=owner, text='delete "hunter2"') == {"identifier": "hunter2"}
     assert resolve_deletion_request(owner=owner, text="forget that I live in Paris") == {"semantic": "I live in Paris"}

@@ -92,3 +92,24 @@ def test_rewrite_from_the_graph_and_undo(signed_in):
     statuses = dict(Message.objects.filter(owner__username="ivan").values_list("pk", "status"))
     assert statuses[turn.reply_id] == "deleted"
     assert {statuses[pk] for pk in statuses if pk != turn.reply_id} == {"active"}
+
+
+def test_forget_an_address_by_name_keeps_its_neighbour_until_ticked(signed_in):
+    page = signed_in("ines")
+    send(page, "Dana's address is dana@example.org.")
+    send(page, "Dana Kim's address is dana.kim@example.org.")
+
+    card = ask_to_forget(page, "Forget dana@example.org")
+    expect(card.get_by_test_id("resolution")).to_have_text(
+        "Matched as the e-mail address dana@example.org, however written; no other is taken."
+    )
+    expect(card.locator(".dcard-summary")).to_contain_text("1 message matching your request")
+    neighbour = card.get_by_test_id("related").locator("li", has_text="dana.kim@example.org")
+    expect(neighbour).to_contain_text("kept: it holds another e-mail address")
+    expect(neighbour.get_by_role("checkbox")).not_to_be_checked()
+    screenshot(page, "chat-forget-identifier")
+
+    card.get_by_role("button", name=re.compile(r"^Delete \d+ messages?$")).click()
+    expect(card).to_contain_text("3 messages deleted (soft delete): #1 #2 #4.")
+    live = Message.objects.filter(owner__username="ines", role="user", status="active")
+    assert list(live.values_list("content", flat=True)) == ["Dana Kim's address is dana.kim@example.org."]

@@ -1,0 +1,117 @@
+"""A deletion's selection by identifier: the owner's messages that hold the identifiers named, and no other.
+
+The database narrows the messages down (each holds a fragment every way of
+writing the identifier shares, in a projection of its text: the digits, the
+letters and digits, or the lower-case text, after the same normalisation as
+`identifiers.normalized`); each candidate is then read for its identifiers
+and kept only if one is the same as one named (`identifiers.same_identifier`).
+The messages that hold an identifier of the same kind that is not the one
+named (another address at the same domain, the key one character apart) are
+the near misses, kept deliberately: the preview lists them, by id and kind,
+so the user can take them too.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db.models import F, Func, Q, QuerySet, TextField, Value
+from django.db.models.functions import Lower
+
+from chat.models import Message
+from core.errors import ValidationFailed
+from core.types import User
+from provenance.deletions.identifiers import (
+    KINDS,
+    LATIN,
+    LOOKALIKES,
+    Identifier,
+    identifiers_in,
+    same_identifier,
+    search_fragments,
+)
+
+# The near misses a preview lists, the newest first.
+NEAR_MISSES_LISTED = 20
+
+
+@dataclass
+class IdentifierMatch:
+    named: list[Identifier]
+    matched: list[int] = field(default_factory=list)
+    # {message id: how the identifier is written there}: what a redaction of that message removes.
+    written: dict[int, str] = field(default_factory=dict)
+    near_misses: list[dict[str, object]] = field(default_factory=list)
+
+    def resolution(self) -> dict[str, object]:
+        """What the preview says about the selection: what was named, and what was kept although close."""
+        return {
+            "kind": "identifier",
+            "named": [{"kind": i.kind, "as": i.describe()} for i in self.named],
+            "near_misses": self.near_misses,
+        }
+
+
+def _projected() -> Func:
+    text = TextField()
+    normalized = Func(F("content"), template="normalize(%(expressions)s, NFKC)", output_field=text)
+    return Func(normalized, Value(LOOKALIKES), Value(LATIN), function="translate", output_field=text)
+
+
+def _only(expression: Func, pattern: str) -> Func:
+    """`expression` with every character matching `pattern` (a class) removed."""
+    return Func(expression, Value(pattern), Value(""), Value("g"), function="regexp_replace", output_field=TextField())
+
+
+_PROJECTIONS = {
+    "text": lambda: Lower(_projected()),
+    "alnum": lambda: _only(Lower(_projected()), "[^a-z0-9]"),
+    "digits": lambda: _only(_projected(), "[^0-9]"),
+}
+
+
+def _holding(messages: QuerySet[Message], fragments: list[tuple[str, str]]) -> QuerySet[Message]:
+    """The messages whose projections hold one of `fragments`."""
+    wanted = Q()
+    for projection, fragment in fragments:
+        wanted |= Q(**{f"_{projection}__contains": fragment})
+    used = {projection for projection, _ in fragments}
+    return messages.alias(**{f"_{name}": _PROJECTIONS[name]() for name in used}).filter(wanted)
+
+
+def _loose(identifier: Identifier) -> tuple[str, str]:
+    """A fragment the identifier's neighbours share with it: the domain, the first digits or characters."""
+    projection, fragment = search_fragments(identifier)
+    if identifier.kind == "email":
+        return projection, "@" + identifier.canonical.split("@", 1)[1]
+    if identifier.kind == "url":
+        return projection, identifier.canonical.split("/", 1)[0]
+    return projection, fragment[: max(3, len(fragment) - 3)]
+
+
+def identifier_select(*, owner: User, text: str | None, statuses: list[str]) -> IdentifierMatch:
+    """The owner's messages in `statuses` holding an identifier `text` names (ValidationFailed if it names none)."""
+    named = identifiers_in(text) if isinstance(text, str) else []
+    if not named:
+        raise ValidationFailed(
+            "Name an identifier to delete: an e-mail address, a phone or card number, an IBAN, a web address, "
+            "a handle or a key.",
+            fields={"identifier": "none found"},
+        )
+    found = IdentifierMatch(named=named)
+    messages = Message.objects.filter(owner=owner, status__in=statuses)
+    candidates = _holding(messages, [search_fragments(i) for i in named]).values_list("pk", "content")
+    for pk, content in candidates.iterator():
+        same = next((i for i in identifiers_in(content) if any(same_identifier(i, n) for n in named)), None)
+        if same is not None:
+            found.matched.append(pk)
+            found.written[pk] = same.surface
+    found.matched.sort()
+    near = _holding(messages.exclude(pk__in=found.matched), [_loose(i) for i in named]).order_by("-seq")
+    kinds = {i.kind for i in named}
+    for pk, content in near.values_list("pk", "content").iterator():
+        others = {i.kind for i in identifiers_in(content) if i.kind in kinds}
+        if others:
+            kind = min(others)
+            found.near_misses.append({"message": pk, "kind": kind, "reason": f"holds another {KINDS[kind]}"})
+            if len(found.near_misses) >= NEAR_MISSES_LISTED:
+                break
+    return found
