@@ -35,6 +35,23 @@ def _celery_eager(request):
 
 
 @pytest.fixture(autouse=True)
+def _no_browser_loop(request):
+    """A test that drives no browser runs in a thread with no event loop, whichever tests ran before.
+
+    Between its calls Playwright's sync API (the session's `chromium`) keeps its event loop marked as
+    running in this thread, which its suspended loop needs when it resumes; there `async_to_sync` (the test
+    client calling an async view: /v1) refuses to run. The mark is lifted for the test and put back after.
+    """
+    if request.node.get_closest_marker("browser"):
+        yield
+        return
+    loop = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    yield
+    asyncio._set_running_loop(loop)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_throttle():
     """Throttles count in the shared Redis cache; each test starts with none used (this instance's keys only)."""
     cache_clear()
@@ -243,10 +260,6 @@ def open_page(chromium, live_server):
     yield open_
     for context in contexts:
         context.close()
-    # Between its calls Playwright's sync API marks its event loop as running in this thread, and
-    # `async_to_sync` (the test client calling an async view: /v1) refuses to run there. Its next call
-    # runs the loop again; until then the tests after this one find the thread as a fresh process would.
-    asyncio._set_running_loop(None)
     assert errors == [], "errors in the browser console"
 
 
