@@ -95,6 +95,7 @@ eval: setup
 	$(PY) -m dellm_site.embedded start
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py dellm_eval --out eval-results
+	$(PY) manage.py dellm_forget_eval --out eval-results
 
 # Benchmarks at scale in a throwaway embedded PostgreSQL (about 20 min on 2 cores at
 # BENCH_SCALE=full: 1M messages over 100 users plus users of 1k, 2k and 100k messages;

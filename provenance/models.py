@@ -18,6 +18,8 @@ class DeletionRequest(OwnerPartitioned):
         EXACT = "exact"
         SEMANTIC = "semantic"
         IDENTIFIER = "identifier"
+        WORDS = "words"
+        SUBJECT = "subject"
         REQUEST = "request"
 
     class Mode(models.TextChoices):

@@ -97,7 +97,8 @@ def identifier_select(*, owner: User, text: str | None, statuses: list[str]) -> 
             fields={"identifier": "none found"},
         )
     found = IdentifierMatch(named=named)
-    messages = Message.objects.filter(owner=owner, status__in=statuses)
+    # Never a system prompt: selected by its exact words or its id only (its blast radius is its whole thread).
+    messages = Message.objects.filter(owner=owner, status__in=statuses).exclude(role=Message.Role.SYSTEM)
     candidates = _holding(messages, [search_fragments(i) for i in named]).values_list("pk", "content")
     for pk, content in candidates.iterator():
         same = next((i for i in identifiers_in(content) if any(same_identifier(i, n) for n in named)), None)

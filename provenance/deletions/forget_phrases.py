@@ -26,6 +26,7 @@ from typing import Any
 from chat.selectors import message_ids_by_seq
 from core.errors import ValidationFailed
 from core.types import User
+from provenance.deletions.by_words import topic_subject
 from provenance.deletions.identifiers import identifiers_in, normalized
 
 # Deletion requests are one short sentence; a longer text is an ordinary message
@@ -125,6 +126,11 @@ _CONTAINING = re.compile(
 _FORGET_ONLY = [
     re.compile(r"^about\s+(?P<topic>.+)$", re.IGNORECASE | re.DOTALL),
     re.compile(r"^(?P<topic>(?:i|i'm|i am|i've|i have|i was|my)\s+.+)$", re.IGNORECASE | re.DOTALL),
+    # "forget where I work", "forget what I eat", "forget who I'm married to"
+    re.compile(
+        r"^(?P<topic>(?:where|what|who|when|how|which)\s+(?:i|i'm|i am|i've|i have|i was|i used to|my)\s+.+)$",
+        re.IGNORECASE | re.DOTALL,
+    ),
 ]
 # "delete my phone number from your memory": a bare object needs the memory words.
 _MY_OBJECT = re.compile(rf"^(?P<topic>my\s+.+?)\s+(?:from|out of|in)\s+{_MEMORY}$", re.IGNORECASE | re.DOTALL)
@@ -246,6 +252,8 @@ _IDENTIFIER_WORDS_SAID = (
 )
 _IDENTIFIER_WORDS = frozenset(_IDENTIFIER_WORDS_SAID.split())
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+# A person's or a place's name, one to three capitalised words: "Ana", "Ana Kim".
+_NAME = re.compile(r"[A-Z][^\W\d_]*(?:[ -][A-Z][^\W\d_]*){0,2}")
 
 
 def _names_an_identifier_alone(rest: str, words: frozenset[str] = _IDENTIFIER_WORDS) -> bool:
@@ -287,4 +295,12 @@ def resolve_deletion_request(*, owner: User, text: str) -> dict[str, Any]:
         )
     if selection.kind == "seqs":
         return {"ids": message_ids_by_seq(owner=owner, seqs=list(selection.seqs))}
+    if selection.kind == "semantic":
+        # Decided by words before meaning: a subject named as a whole, or a name (a whole word, so "Ana"
+        # is never "Anastasia"); a short topic is too little for a similarity to tell apart.
+        subject = topic_subject(selection.text)
+        if subject is not None:
+            return {"subject": subject}
+        if _NAME.fullmatch(selection.text):
+            return {"words": selection.text}
     return {selection.kind: selection.text}

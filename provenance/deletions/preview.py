@@ -16,6 +16,7 @@ from core.api.budgets import budget_take
 from core.errors import NotFound, Throttled, ValidationFailed
 from core.types import User
 from provenance.deletions.by_identifier import IdentifierMatch, identifier_select
+from provenance.deletions.by_words import SUBJECT_WORDS, WordsMatch, is_statement, negated, subject_select, words_select
 from provenance.deletions.redaction import Matcher, redact_with_model, redaction_uses_model
 from provenance.dependents import dep_ids, explanation_paths
 from provenance.models import DeletionRequest
@@ -116,6 +117,18 @@ def _select_exact(*, owner: User, phrase: str | None, mode: str, by_owner: bool)
     return sorted(matches.values_list("pk", flat=True))
 
 
+def _select_words(*, owner: User, words: str | None, subject: str | None, statuses: list[str]) -> WordsMatch:
+    if words is not None:
+        if not isinstance(words, str) or not words.split():
+            raise ValidationFailed("The words to delete are empty.", fields={"words": "empty"})
+        if len(words) > settings.DELLM_MAX_MESSAGE_CHARS:
+            raise ValidationFailed("The words are too long.", fields={"words": "too long"})
+        return words_select(owner=owner, phrase=" ".join(words.split()), statuses=statuses)
+    if subject not in SUBJECT_WORDS:
+        raise ValidationFailed(f"subject is one of {', '.join(sorted(SUBJECT_WORDS))}.", fields={"subject": "unknown"})
+    return subject_select(owner=owner, subject=str(subject), statuses=statuses)
+
+
 def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: str, by_owner: bool) -> list[int]:
     if not isinstance(query, str) or not query.strip():
         raise ValidationFailed("The text to match is empty.", fields={"semantic": "empty"})
@@ -134,7 +147,11 @@ def _select_semantic(*, owner: User, query: str | None, threshold: float, mode: 
         .alias(distance=CosineDistance("embedding", vector))
         .filter(distance__lte=1 - threshold)
     )
-    return sorted(matches.values_list("pk", flat=True))
+    if not is_statement(query):
+        return sorted(matches.values_list("pk", flat=True))
+    # A statement's negation is its opposite, however near in meaning: only the same polarity is taken.
+    wanted = negated(query)
+    return sorted(pk for pk, content in matches.values_list("pk", "content") if negated(content) == wanted)
 
 
 def deletion_preview(
@@ -146,6 +163,8 @@ def deletion_preview(
     exact: str | None = None,
     semantic: str | None = None,
     identifier: str | None = None,
+    words: str | None = None,
+    subject: str | None = None,
     threshold: float | None = None,
     depth: int | None = None,
     expire_at: datetime | None = None,
@@ -181,21 +200,36 @@ def deletion_preview(
     derived = validate_derived(derived)
     depth = _validate_depth(depth)
     expire_at = _validate_expire_at(mode, expire_at)
-    selectors = (("ids", ids), ("exact", exact), ("semantic", semantic), ("identifier", identifier))
+    selectors = (
+        ("ids", ids),
+        ("exact", exact),
+        ("semantic", semantic),
+        ("identifier", identifier),
+        ("words", words),
+        ("subject", subject),
+    )
     given = [name for name, value in selectors if value is not None]
     if len(given) != 1:
         raise ValidationFailed(
-            "Select messages with exactly one of ids, exact, semantic or identifier.", fields={"select": "one selector"}
+            "Select messages with exactly one of ids, exact, semantic, identifier, words or subject.",
+            fields={"select": "one selector"},
         )
     kind = given[0]
     if kind != "semantic" and threshold is not None:
         raise ValidationFailed("threshold goes with a semantic selection.", fields={"threshold": "unexpected"})
     by_id: IdentifierMatch | None = None
+    # {message id: (kind, text)}: how each matched message is redacted, where the selection says it per message.
+    phrases: dict[int, tuple[str, str]] | None = None
     if kind == "ids":
         matched = _select_ids(owner=owner, ids=ids)
     elif kind == "identifier":
         by_id = identifier_select(owner=owner, text=identifier, statuses=_selectable(mode, by_owner=by_owner))
-        matched = by_id.matched
+        matched, phrases = by_id.matched, {pk: ("exact", text) for pk, text in by_id.written.items()}
+    elif kind in ("words", "subject"):
+        by_words = _select_words(
+            owner=owner, words=words, subject=subject, statuses=_selectable(mode, by_owner=by_owner)
+        )
+        matched, phrases = by_words.matched, by_words.phrases
     elif kind == "exact":
         matched = _select_exact(owner=owner, phrase=exact, mode=mode, by_owner=by_owner)
     else:
@@ -211,10 +245,8 @@ def deletion_preview(
     )
     # Before the audit row: a preview refused for the chat budget changes nothing.
     proposals, unscanned = (
-        _redaction_proposals(
-            owner=owner, matched=matched, exact=exact, semantic=semantic, written=by_id.written if by_id else None
-        )
-        if offer_redactions and kind in ("exact", "semantic", "identifier") and mode != Mode.EXPIRE
+        _redaction_proposals(owner=owner, matched=matched, exact=exact, semantic=semantic, phrases=phrases)
+        if offer_redactions and kind != "ids" and mode != Mode.EXPIRE
         else ([], [])
     )
     deletion = DeletionRequest.objects.create(
@@ -240,7 +272,12 @@ def deletion_preview(
 
 
 def _redaction_proposals(
-    *, owner: User, matched: list[int], exact: str | None, semantic: str | None, written: dict[int, str] | None
+    *,
+    owner: User,
+    matched: list[int],
+    exact: str | None,
+    semantic: str | None,
+    phrases: dict[int, tuple[str, str]] | None,
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """The redactions on offer, [{"message", "text", "regenerate"}], and the ids of the messages left unscanned.
 
@@ -274,8 +311,14 @@ def _redaction_proposals(
     contents = dict(Message.objects.filter(owner=owner, pk__in=scanned).values_list("pk", "content"))
 
     def redacted(pk: int) -> str | None:
-        # An identifier is written its own way in each message: that phrase is what goes.
-        return (Matcher(exact=written[pk]) if written is not None else matcher).redact(contents[pk])
+        # A selection that says, per message, what in it was matched (an identifier as written there, a
+        # subject's words): that is what goes.
+        if phrases is None:
+            return matcher.redact(contents[pk])
+        if pk not in phrases:
+            return None
+        how, text = phrases[pk]
+        return Matcher(**{how: text}).redact(contents[pk])
 
     by_rules = [(pk, text) for pk in scanned if (text := redacted(pk)) is not None]
     texts = dict(by_rules)
@@ -288,7 +331,7 @@ def _redaction_proposals(
                 retry_after=wait,
             )
         for pk, _ in by_rules[:taken]:
-            topic = written[pk] if written is not None else exact if exact is not None else semantic or ""
+            topic = phrases[pk][1] if phrases is not None else exact if exact is not None else semantic or ""
             texts[pk] = redact_with_model(text=contents[pk], topic=topic) or texts[pk]
         logger.info("redaction preview for owner %s: %s model calls charged", owner.pk, taken)
     proposals = []

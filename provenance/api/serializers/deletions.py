@@ -331,7 +331,7 @@ class ChatDeletionSerializer(serializers.Serializer):
 
 
 class SelectSerializer(serializers.Serializer):
-    """Exactly one of ids, exact, semantic, identifier or request."""
+    """Exactly one of ids, exact, semantic, identifier, words, subject or request."""
 
     ids = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Message ids.")
     exact = StrictCharField(required=False, trim_whitespace=False, help_text="A phrase, case-insensitive.")
@@ -341,6 +341,14 @@ class SelectSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="Text naming identifiers (an e-mail address, a phone or card number, an IBAN, a web address, a "
         "handle, a key): the messages holding one, however written, and never a neighbour.",
+    )
+    words = StrictCharField(
+        required=False, trim_whitespace=False, help_text="A name or phrase, as whole words (“Ana”, not “Anastasia”)."
+    )
+    subject = StrictCharField(
+        required=False,
+        help_text="A subject (work, home, origin, study, partner, health, pet): its facts, their sources and the "
+        "statements in its words, each redacted to the clause about it where it says more.",
     )
     threshold = serializers.FloatField(
         required=False, allow_null=True, help_text="Cosine similarity from -1 to 1, with `semantic` only."

@@ -29,14 +29,16 @@ from provenance.deletions.undo import deletion_resume, deletion_undo, undo_check
 from provenance.models import DeletionRequest
 from provenance.regeneration.replies import undo_plan
 
+_SELECTORS = ("ids", "exact", "semantic", "identifier", "words", "subject")
+
 
 def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
     """`deletion_preview` keyword arguments for the body's `select`."""
     if "request" not in select:
-        return {key: select[key] for key in ("ids", "exact", "semantic", "identifier", "threshold") if key in select}
-    if any(key in select for key in ("ids", "exact", "semantic", "identifier")):
+        return {key: select[key] for key in (*_SELECTORS, "threshold") if key in select}
+    if any(key in select for key in _SELECTORS):
         raise ValidationFailed(
-            "Select messages with exactly one of ids, exact, semantic, identifier or request.",
+            "Select messages with exactly one of ids, exact, semantic, identifier, words, subject or request.",
             fields={"select": "one selector"},
         )
     selection = resolve_deletion_request(owner=owner, text=select["request"])
