@@ -29,8 +29,12 @@ from provenance.deletions.identifiers import (
     search_fragments,
 )
 
-# The near misses a preview lists, the newest first.
+# The near misses a preview lists, the newest first, and the messages read to find them.
 NEAR_MISSES_LISTED = 20
+NEAR_MISSES_SCANNED = 500
+# What one selection may name: each identifier is a clause of the database's filter.
+MAX_IDENTIFIER_CHARS = 1000
+MAX_IDENTIFIERS = 20
 
 
 @dataclass
@@ -40,6 +44,10 @@ class IdentifierMatch:
     # {message id: how the identifier is written there}: what a redaction of that message removes.
     written: dict[int, str] = field(default_factory=dict)
     near_misses: list[dict[str, object]] = field(default_factory=list)
+
+    def held_after(self, text: str) -> bool:
+        """Whether `text` (a redaction on offer) still holds an identifier named: then it is not offered."""
+        return any(same_identifier(i, n) for i in identifiers_in(text) for n in self.named)
 
     def resolution(self) -> dict[str, object]:
         """What the preview says about the selection: what was named, and what was kept although close."""
@@ -89,7 +97,13 @@ def _loose(identifier: Identifier) -> tuple[str, str]:
 
 def identifier_select(*, owner: User, text: str | None, statuses: list[str]) -> IdentifierMatch:
     """The owner's messages in `statuses` holding an identifier `text` names (ValidationFailed if it names none)."""
+    if isinstance(text, str) and len(text) > MAX_IDENTIFIER_CHARS:
+        raise ValidationFailed(
+            f"Name identifiers in at most {MAX_IDENTIFIER_CHARS} characters.", fields={"identifier": "too long"}
+        )
     named = identifiers_in(text) if isinstance(text, str) else []
+    if len(named) > MAX_IDENTIFIERS:
+        raise ValidationFailed(f"At most {MAX_IDENTIFIERS} identifiers at once.", fields={"identifier": "too many"})
     if not named:
         raise ValidationFailed(
             "Name an identifier to delete: an e-mail address, a phone or card number, an IBAN, a web address, "
@@ -100,19 +114,27 @@ def identifier_select(*, owner: User, text: str | None, statuses: list[str]) -> 
     # Never a system prompt: selected by its exact words or its id only (its blast radius is its whole thread).
     messages = Message.objects.filter(owner=owner, status__in=statuses).exclude(role=Message.Role.SYSTEM)
     candidates = _holding(messages, [search_fragments(i) for i in named]).values_list("pk", "content")
+    unread: list[int] = []
     for pk, content in candidates.iterator():
-        same = next((i for i in identifiers_in(content) if any(same_identifier(i, n) for n in named)), None)
-        if same is not None:
+        same = [i for i in identifiers_in(content) if any(same_identifier(i, n) for n in named)]
+        if same:
             found.matched.append(pk)
-            found.written[pk] = same.surface
+            # Redacted only where it is written once, as it stands in the text (`held_after` checks the rest).
+            if len(same) == 1 and content.count(same[0].surface) == 1:
+                found.written[pk] = same[0].surface
+        else:
+            unread.append(pk)
     found.matched.sort()
-    near = _holding(messages.exclude(pk__in=found.matched), [_loose(i) for i in named]).order_by("-seq")
+    # Messages that hold the characters but were not read as the identifier are near misses too: the user sees them.
+    for pk in unread[:NEAR_MISSES_LISTED]:
+        found.near_misses.append({"message": pk, "kind": named[0].kind, "reason": "holds the same characters"})
+    near = _holding(messages.exclude(pk__in=[*found.matched, *unread]), [_loose(i) for i in named]).order_by("-seq")
     kinds = {i.kind for i in named}
-    for pk, content in near.values_list("pk", "content").iterator():
+    for pk, content in near.values_list("pk", "content")[:NEAR_MISSES_SCANNED].iterator():
+        if len(found.near_misses) >= NEAR_MISSES_LISTED:
+            break
         others = {i.kind for i in identifiers_in(content) if i.kind in kinds}
         if others:
             kind = min(others)
             found.near_misses.append({"message": pk, "kind": kind, "reason": f"holds another {KINDS[kind]}"})
-            if len(found.near_misses) >= NEAR_MISSES_LISTED:
-                break
     return found

@@ -26,27 +26,35 @@ from chat.models import Message
 from chat.retrieval.facts import fact_sources, subject_facts
 from core.types import User
 
-_NEGATION = re.compile(r"\b(?:not|never|no longer|no|nobody|nothing|none|neither|nor|cannot)\b|n't\b", re.I)
+# A verb negated: "don't", "never", "no longer", "do not"; not a "not" that corrects a word ("Paris, not Lyon").
+_NEGATION = re.compile(
+    r"n't\b|\b(?:never|no longer|cannot)\b"
+    r"|\b(?:am|is|are|was|were|do|does|did|have|has|had|will|would|can|could|should|must|i)\s+not\b",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"^\s*(?:that\s+)?(?:i|i'm|i am|i've|i have|i was|i'd|i'll|my|we|we're|our)\b", re.I)
+_SPEAKS = re.compile(r"\b(?:i|i'm|i've|i'd|me|my|we|our|us)\b", re.I)
+
+
+def _apostrophes(text: str) -> str:
+    return text.replace("’", "'").replace("ʼ", "'")
 
 
 def negated(text: str) -> bool:
-    return _NEGATION.search(text) is not None
+    return _NEGATION.search(_apostrophes(text)) is not None
 
 
 def is_statement(text: str) -> bool:
     """A first-person statement ("I don't eat pork", "my dog is called Rex"), not a topic ("pork")."""
-    return _FIRST_PERSON.match(text) is not None
+    return _FIRST_PERSON.match(_apostrophes(text)) is not None
 
 
 # The words a user's statement about a subject uses, and the phrases that name the subject in a request. A
 # request names a subject when, without its possessives, it is one of the phrases.
 SUBJECT_WORDS = {
-    "work": (
-        "work works worked working job jobs employer employed hired joined company career occupation profession office"
-    ),
-    "home": "live lives lived living home flat apartment house moved reside address",
-    "origin": "from grew hometown born",
+    "work": "work worked working job jobs employer employed hired joined company career occupation profession",
+    "home": "live lived living home flat apartment house moved reside",
+    "origin": "grew hometown born",
     "study": "study studies studied studying university school college degree",
     "partner": "married partner husband wife boyfriend girlfriend spouse engaged dating",
     "health": "eat eating ate diet vegan vegetarian allergic allergy allergies food",
@@ -152,7 +160,8 @@ def subject_select(*, owner: User, subject: str, statuses: list[str]) -> WordsMa
         Q(content__iregex=r"\m(?:" + "|".join(words) + r")\M") | Q(pk__in=sorted(sources))
     )
     for pk, content in said.values_list("pk", "content").iterator():
-        used = {match.casefold() for match in pattern.findall(content)}
+        # The user's own statement in the subject's words ("I work at ..."), not any message using them.
+        used = {match.casefold() for match in pattern.findall(content)} if _SPEAKS.search(content) else set()
         if used or pk in sources:
             found.matched.append(pk)
             found.phrases[pk] = ("semantic", " ".join(sorted(used)) or subject)

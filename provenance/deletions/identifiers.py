@@ -22,6 +22,10 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from phonenumbers import COUNTRY_CODE_TO_REGION_CODE
+
+COUNTRY_CODES = frozenset(COUNTRY_CODE_TO_REGION_CODE)
+
 # Letters of other scripts drawn like Latin ones (Unicode's confusables, the common part): a look-alike is
 # read as the letter it imitates, so "dana@example.org" written with a Cyrillic a (U+0430) is Dana's address.
 LOOKALIKES = "аАвВеЕкКмМнНоОрРсСтТуУхХіІјЈѕЅԁһαΑΒεΕΗιΙκΚΜνΝοΟρΡτΤυΥχΧΖ"
@@ -29,7 +33,8 @@ LATIN = "aABBeEkKMMHHoOpPcCTTyYxXiIjJsSdhaABeEHiIkKMvNoOpPtTuYxXZ"
 _HOMOGLYPHS = str.maketrans(LOOKALIKES, LATIN)
 # What may stand around an identifier and is not part of it.
 _AROUND = "\"'`“”‘’«»()[]{}<>,;:!?."
-_NUMBER_CHARS = set("0123456789+-(). /\u00a0")
+# Not "/": "912 345 678 / 913 456 789" is two numbers.
+_NUMBER_CHARS = set("0123456789+-(). \u00a0")
 _EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 _URL = re.compile(r"(?:https?://|www\.)[^\s]+")
 _HANDLE = re.compile(r"@[a-z0-9_][a-z0-9_.]{1,38}")
@@ -68,6 +73,23 @@ def normalized(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_HOMOGLYPHS)
 
 
+_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
+def _email_around(token: str) -> Identifier | None:
+    """The address around the token's first `@`, whatever is stuck to it ("contact:dana@example.org")."""
+    at = token.index("@", 1)
+    start, end = at, at + 1
+    while start and token[start - 1].casefold() in _LOCAL_CHARS:
+        start -= 1
+    while end < len(token) and token[end].casefold() in _DOMAIN_CHARS:
+        end += 1
+    surface = token[start:end].strip("._-+%")
+    low = surface.casefold()
+    return Identifier("email", low, surface) if _EMAIL.fullmatch(low) else None
+
+
 def _token_identifier(token: str) -> Identifier | None:
     surface = token.strip(_AROUND)
     if len(surface) < 3:
@@ -75,8 +97,10 @@ def _token_identifier(token: str) -> Identifier | None:
     low = surface.casefold()
     if low.startswith("mailto:"):
         surface, low = surface[7:], low[7:]
-    if "@" in low[1:] and _EMAIL.fullmatch(low):
-        return Identifier("email", low, surface)
+    if "@" in low[1:]:
+        email = _email_around(surface)
+        if email is not None:
+            return email
     if _URL.fullmatch(low):
         bare = low.split("://", 1)[-1].removeprefix("www.").rstrip("/")
         return Identifier("url", bare, surface) if "." in bare else None
@@ -95,12 +119,12 @@ def _number_runs(text: str) -> list[tuple[int, int]]:
     runs = []
     start = None
     for index, ch in enumerate([*text, "\n"]):
-        if ch in _NUMBER_CHARS and not (start is None and ch in " /\u00a0.-)"):
+        if ch in _NUMBER_CHARS and not (start is None and ch in " \u00a0.-)"):
             if start is None:
                 start = index
             continue
         if start is not None:
-            run = text[start:index].rstrip(" /\u00a0.-(")
+            run = text[start:index].rstrip(" \u00a0.-(")
             if sum(c.isdigit() for c in run) >= MIN_NUMBER_DIGITS:
                 runs.append((start, start + len(run)))
             start = None
@@ -117,6 +141,9 @@ def _iban(tokens: list[re.Match[str]], at: int) -> tuple[Identifier, int] | None
         # A group is digits and capitals, as IBANs are written: a word after one is not part of it.
         group = tokens[at + taken][0].strip(_AROUND)
         if not (1 <= len(group) <= 4 and group.isalnum() and group.isascii() and group == group.upper()):
+            break
+        # Letters alone are a bank code right after the head ("GB29 NWBK 6016 ..."), or the next word ("EUR").
+        if group.isalpha() and taken > 1:
             break
         parts.append(group)
         taken += 1
@@ -143,7 +170,9 @@ def identifiers_in(text: str) -> list[Identifier]:
         taken, identifier = (iban[1], iban[0]) if iban is not None else (1, _token_identifier(tokens[index][0]))
         if identifier is not None:
             found.append(identifier)
-            claimed.append((tokens[index].start(), tokens[index + taken - 1].end()))
+            # A number inside an address or an IBAN is part of it; one in a key may be a number too ("Tel.912...").
+            if identifier.kind != "code":
+                claimed.append((tokens[index].start(), tokens[index + taken - 1].end()))
         index += taken
     spans = iter(claimed)
     span = next(spans, None)
@@ -153,8 +182,13 @@ def identifiers_in(text: str) -> list[Identifier]:
         if span is not None and span[0] < end:
             continue
         surface = text[start:end].strip()
-        if _DATE.match(surface):
-            continue
+        date = _DATE.match(surface)
+        # A date stands alone: "06.12.34.56.78" runs on, and is a number.
+        if date is not None and (date.end() == len(surface) or surface[date.end()].isspace()):
+            # A date, or a date and what follows it ("2024-01-15 912 345 678"): the rest may be a number.
+            surface = surface[date.end() :].strip(" .-")
+            if sum(ch.isdigit() for ch in surface) < MIN_NUMBER_DIGITS:
+                continue
         digits = "".join(ch for ch in surface if ch.isdigit())
         international = surface.lstrip("(").startswith("+") or digits.startswith("00")
         canonical = digits[2:] if digits.startswith("00") else digits
@@ -180,8 +214,10 @@ def same_identifier(a: Identifier, b: Identifier) -> bool:
     whole, national = (
         (a.canonical, _national(b.canonical)) if a.international else (b.canonical, _national(a.canonical))
     )
-    # The country code: one to three digits before the national number.
-    return len(national) >= 7 and whole.endswith(national) and 1 <= len(whole) - len(national) <= 3
+    # What comes before the national number is a country's calling code (libphonenumber's list): "+44 7912 ..."
+    # is not "912 ..." with a code "447".
+    code = whole[: len(whole) - len(national)]
+    return len(national) >= 7 and whole.endswith(national) and code.isdigit() and int(code) in COUNTRY_CODES
 
 
 def search_fragments(identifier: Identifier) -> tuple[str, str]:

@@ -28,6 +28,9 @@ Mode = DeletionRequest.Mode
 Status = DeletionRequest.Status
 Derived = DeletionRequest.Derived
 MAX_SELECT_IDS = 10_000
+# A `words` selection is a name or a short phrase, matched as whole words in every candidate.
+MAX_WORDS = 10
+MAX_WORDS_CHARS = 200
 
 
 def validate_derived(derived: object) -> str:
@@ -119,10 +122,13 @@ def _select_exact(*, owner: User, phrase: str | None, mode: str, by_owner: bool)
 
 def _select_words(*, owner: User, words: str | None, subject: str | None, statuses: list[str]) -> WordsMatch:
     if words is not None:
-        if not isinstance(words, str) or not words.split():
+        if not isinstance(words, str) or not any(ch.isalnum() for ch in words):
             raise ValidationFailed("The words to delete are empty.", fields={"words": "empty"})
-        if len(words) > settings.DELLM_MAX_MESSAGE_CHARS:
-            raise ValidationFailed("The words are too long.", fields={"words": "too long"})
+        if len(words) > MAX_WORDS_CHARS or len(words.split()) > MAX_WORDS:
+            raise ValidationFailed(
+                f"Words are a name or a phrase: at most {MAX_WORDS} words, {MAX_WORDS_CHARS} characters.",
+                fields={"words": "too long"},
+            )
         return words_select(owner=owner, phrase=" ".join(words.split()), statuses=statuses)
     if subject not in SUBJECT_WORDS:
         raise ValidationFailed(f"subject is one of {', '.join(sorted(SUBJECT_WORDS))}.", fields={"subject": "unknown"})
@@ -264,6 +270,9 @@ def deletion_preview(
         dependent_ids=sorted(members - set(matched)),
         explanations={str(node): path for node, path in sorted(paths.items())},
     )
+    if by_id is not None:
+        # A redaction that still holds the identifier (written twice, or another way) is no redaction.
+        proposals = [p for p in proposals if not by_id.held_after(p["text"])]
     deletion.redaction_proposals = tuple(proposals)
     deletion.redactions_unscanned = tuple(unscanned)
     deletion.resolution = by_id.resolution() if by_id else None

@@ -42,7 +42,8 @@ def _selection(*, owner: User, select: dict[str, Any]) -> dict[str, Any]:
             fields={"select": "one selector"},
         )
     selection = resolve_deletion_request(owner=owner, text=select["request"])
-    if "threshold" in select:
+    # A threshold is for a request read by meaning; one resolved by identifier, words or subject needs none.
+    if "threshold" in select and "semantic" in selection:
         selection["threshold"] = select["threshold"]
     return selection | {"selector": "request"}
 

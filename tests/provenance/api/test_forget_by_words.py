@@ -59,9 +59,32 @@ def test_a_negated_statement_keeps_its_opposite(api, thread):
     assert sorted(preview(api, {"semantic": "pork", "threshold": -1.0})["matched"]) == [negative.pk, positive.pk]
 
 
-def test_bad_words_and_subjects_are_refused(api, thread):
+def test_polarity_is_a_verbs_and_any_apostrophe_will_do(api, thread):
+    paris, curly = (
+        make_message(thread, text, embedding=unit_vector(1))
+        for text in ("I live in Paris, not Lyon.", "I don\u2019t eat pork.")
+    )
+    assert preview(api, {"semantic": "I live in Paris", "threshold": -1.0})["matched"] == [paris.pk]
+    assert preview(api, {"semantic": "I don't eat pork", "threshold": -1.0})["matched"] == [curly.pk]
+
+
+def test_a_subject_takes_the_users_statements_not_any_message_with_its_words(api, thread):
+    parcel, born = said(thread, "A parcel from Lisbon arrived for the office.", "I was born in Porto.")
+    answer = preview(api, {"request": "Forget where I'm from"})
+    assert answer["matched"] == [born.pk]
+    assert parcel.pk not in preview(api, {"subject": "work"})["matched"]
+
+
+@pytest.mark.parametrize(
+    ("select", "fields"),
+    [
+        ({"subject": "weather"}, {"subject": "unknown"}),
+        ({"words": "   "}, {"words": "empty"}),
+        ({"words": "..."}, {"words": "empty"}),
+        ({"words": "a " * 11}, {"words": "too long"}),
+    ],
+)
+def test_bad_words_and_subjects_are_refused(api, thread, select, fields):
     said(thread, "I work at Initech.")
-    for select, field in (({"subject": "weather"}, "subject"), ({"words": "   "}, "words")):
-        response = api.post("/api/deletions/", {"mode": "soft", "select": select}, format="json")
-        assert response.status_code == 400, select
-        assert response.json()["error"]["fields"] == {field: "unknown" if field == "subject" else "empty"}
+    response = api.post("/api/deletions/", {"mode": "soft", "select": select}, format="json")
+    assert (response.status_code, response.json()["error"]["fields"]) == (400, fields)

@@ -89,3 +89,29 @@ def test_an_identifier_selection_without_one_is_refused(api, said):
     assert response.json()["error"]["fields"] == {"identifier": "none found"}
     direct = api.post("/api/deletions/", {"mode": "soft", "select": {"identifier": "dana@example.org"}}, format="json")
     assert keys(said, direct.json()["matched"]) == {"dana", "wide"}
+
+
+def test_no_redaction_is_offered_that_still_holds_the_identifier(api, thread):
+    twice = make_message(thread, "My number is +351 912 345 678. Text me at 912345678 anytime.")
+    answer = preview(api, "forget +351 912 345 678")
+    assert answer["matched"] == [twice.pk] and answer["redactions"] == []
+
+
+def test_a_message_holding_the_characters_but_not_the_identifier_is_named_as_a_near_miss(api, thread):
+    glued = make_message(thread, "backup:xdana@example.org")
+    answer = preview(api, "forget dana@example.org")
+    assert answer["matched"] == []
+    assert answer["resolution"]["near_misses"] == [
+        {"message": glued.pk, "kind": "email", "reason": "holds the same characters"}
+    ]
+
+
+def test_identifier_selections_are_bounded_and_a_requests_threshold_is_only_for_meaning(api, said):
+    many = " ".join(f"{n}@example.org" for n in range(21))
+    response = api.post("/api/deletions/", {"mode": "soft", "select": {"identifier": many}}, format="json")
+    assert (response.status_code, response.json()["error"]["fields"]) == (400, {"identifier": "too many"})
+    long = api.post("/api/deletions/", {"mode": "soft", "select": {"identifier": "x" * 1001}}, format="json")
+    assert (long.status_code, long.json()["error"]["fields"]) == (400, {"identifier": "too long"})
+    select = {"request": "Forget dana@example.org", "threshold": 0.5}
+    answer = api.post("/api/deletions/", {"mode": "soft", "select": select}, format="json")
+    assert answer.status_code == 201 and keys(said, answer.json()["matched"]) == {"dana", "wide"}

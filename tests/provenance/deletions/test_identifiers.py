@@ -13,7 +13,10 @@ DOMAIN = st.sampled_from(["example.org", "mail.example.com", "uni.pt"])
 DIGITS = st.text(alphabet="0123456789", min_size=9, max_size=9).filter(lambda d: d[0] != "0")
 CODE = st.tuples(
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=8),
-    st.text(alphabet="0123456789abcdef", min_size=3, max_size=8).filter(lambda t: any(c.isdigit() for c in t)),
+    # Digits, but not six in a row: those are a number of their own too.
+    st.text(alphabet="0123456789abcdef", min_size=3, max_size=8).filter(
+        lambda t: any(c.isdigit() for c in t) and not any(t[i : i + 6].isdigit() for i in range(len(t)))
+    ),
 )
 FULL_WIDTH = {chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)}
 
@@ -130,3 +133,25 @@ def test_reading_identifiers_is_linear(text):
     started = time.thread_time()
     identifiers_in(text)
     assert time.thread_time() - started < 0.5
+
+
+def test_a_country_code_is_a_countrys_and_nothing_else():
+    assert same("912 345 678", "+351 912 345 678")
+    # +44 7912 345 678 is a British number: "447" is no country's code.
+    assert not same("912 345 678", "+44 7912 345 678")
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("call 06.12.34.56.78 tonight", [("phone", "0612345678")]),
+        ("since 2024-01-15 912 345 678 is mine", [("phone", "912345678")]),
+        ("912 345 678 / 913 456 789", [("phone", "912345678"), ("phone", "913456789")]),
+        ("pay PT50 0002 0123 1234 5678 9015 4 EUR", [("iban", "PT50000201231234567890154")]),
+        ("contact:dana@example.org", [("email", "dana@example.org")]),
+        ("Dana\u2014dana@example.org", [("email", "dana@example.org")]),
+        ("Tel.912345678", [("code", "tel912345678"), ("phone", "912345678")]),
+    ],
+)
+def test_numbers_and_addresses_are_read_where_they_stand(text, found):
+    assert [(i.kind, i.canonical) for i in identifiers_in(text)] == found
