@@ -1,7 +1,6 @@
 """Every fixture of the suite, in one place (helpers that are not fixtures are in tests/helpers.py,
 tests/factories.py and tests/pages.py)."""
 
-import asyncio
 import os
 import re
 from pathlib import Path
@@ -32,23 +31,6 @@ def _celery_eager(request):
     celery_app.conf.task_always_eager = eager
     yield
     celery_app.conf.task_always_eager = previous
-
-
-@pytest.fixture(autouse=True)
-def _no_browser_loop(request):
-    """A test that drives no browser runs in a thread with no event loop, whichever tests ran before.
-
-    Between its calls Playwright's sync API (the session's `chromium`) keeps its event loop marked as
-    running in this thread, which its suspended loop needs when it resumes; there `async_to_sync` (the test
-    client calling an async view: /v1) refuses to run. The mark is lifted for the test and put back after.
-    """
-    if request.node.get_closest_marker("browser"):
-        yield
-        return
-    loop = asyncio._get_running_loop()
-    asyncio._set_running_loop(None)
-    yield
-    asyncio._set_running_loop(loop)
 
 
 @pytest.fixture(autouse=True)

@@ -50,6 +50,23 @@ def run_async(function, *args):
         return pool.submit(asyncio.run, function(*args)).result()
 
 
+@contextlib.contextmanager
+def outside_the_browsers_loop():
+    """The sync test client calling an async view (/v1) after a browser test in this process.
+
+    Between its calls Playwright's sync API (the session's `chromium`) keeps its event loop marked as
+    running in this thread (its suspended loop needs the mark when it resumes), and `async_to_sync`
+    refuses to run there. The mark is lifted for the block and put back after. The async view then runs
+    on a thread of its own, with a connection of its own: the test must be transactional.
+    """
+    loop = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(loop)
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

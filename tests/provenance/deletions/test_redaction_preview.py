@@ -10,6 +10,7 @@ from chat.index.embeddings import embed_one
 from core.auth.tokens import token_create
 from provenance.models import DeletionRequest
 from tests.factories import make_message
+from tests.helpers import outside_the_browsers_loop
 
 NURSE = "I live in Paris and work as a nurse."
 
@@ -95,12 +96,14 @@ def test_rules_alone_spend_no_chat_budget(api, thread, chat_rate):
     assert api.post(f"/api/threads/{thread.pk}/messages/", {"content": "hello"}, format="json").status_code == 202
 
 
+@pytest.mark.django_db(transaction=True)
 def test_previews_that_show_no_redaction_ask_no_model(thread, owner, settings, openai_server, staff_client):
     fact = make_message(thread, content=NURSE, embedding=embed_one(NURSE))
     settings.DELLM_LLM = "openai"
     v1 = Client(HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner)[1]}")
     body = {"model": "dellm", "messages": [{"role": "user", "content": "Forget that I live in Paris"}]}
-    assert v1.post("/v1/chat/completions", body, content_type="application/json").status_code == 200
+    with outside_the_browsers_loop():
+        assert v1.post("/v1/chat/completions", body, content_type="application/json").status_code == 200
     request = reverse("admin:provenance_deletionrequest_subject_request")
     staff = staff_client.post(request, {"owner": owner.pk, "selector": "exact", "value": "Paris", "mode": "purge"})
     assert staff.status_code == 302
