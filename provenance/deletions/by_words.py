@@ -118,7 +118,7 @@ _LEADING = re.compile(r"^(?:(?:everything|anything|all|what you know)\s+(?:about
 
 def topic_subject(topic: str) -> str | None:
     """The subject a request's topic names as a whole ("my employer", "where I live"), else None."""
-    core = _LEADING.sub("", " ".join(topic.casefold().replace("’", "'").split())).strip(" .!?")
+    core = _LEADING.sub("", " ".join(_apostrophes(topic).casefold().split())).strip(" .!?")
     return next((subject for subject, phrases in SUBJECT_PHRASES.items() if core in phrases), None)
 
 

@@ -181,10 +181,10 @@ def deletion_preview(
 ) -> DeletionRequest:
     """Select M, compute Dep(M) and explanation paths; change no message.
 
-    Exactly one of `ids`, `exact`, `semantic`, `identifier` selects (`identifier`: a text naming e-mail
-    addresses, numbers, keys..., each matched as that identifier, never a neighbour:
-    provenance/deletions/by_identifier.py; its `resolution`, not stored, says what was named and which
-    near misses were kept). `selector="request"`
+    Exactly one of `ids`, `exact`, `semantic`, `identifier`, `words`, `subject` selects (`identifier`: a
+    text naming e-mail addresses, numbers, keys..., each matched as that identifier, never a neighbour:
+    provenance/deletions/by_identifier.py, whose `resolution`, not stored, says what was named and which
+    near misses were kept; `words` and `subject`: provenance/deletions/by_words.py). `selector="request"`
     records that a natural-language request was resolved to that selection.
     `derived` says what happens to the replies in Dep(M) \\ M: `delete` (the
     default) or `regenerate`; `regenerate_ids` lists the replies a regeneration

@@ -3,7 +3,7 @@
 from django.db import transaction
 from django.utils import timezone
 
-from chat.facts.decisions import declines_record, facts_declined
+from chat.facts.decisions import facts_declined
 from chat.index.context import index_dependents, index_followers
 from chat.models import Message, Turn
 from chat.titles import titles_rederive
@@ -15,8 +15,8 @@ from chat.writer import (
 )
 from chat.writer.vectors import messages_index_embed
 from core.errors import Conflict
-from provenance.deletions.confirm import deletion_confirm
-from provenance.deletions.preview import Mode, Status, deletion_preview
+from provenance.deletions.facts import fact_decline
+from provenance.deletions.preview import Mode, Status
 from provenance.deletions.remove import expiring_again, locked_deletion, messages_phrase, regeneration_start
 from provenance.models import DeletionRequest
 from provenance.regeneration.replies import undo_plan
@@ -70,7 +70,9 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         # back as current: it goes again, with what derives from it, by a soft deletion of its own. (An
         # undo of the decline's own deletion brings its fact back: that decline is not since.)
         declined = facts_declined(owner_id=owner_id, ids=removed, since=deletion.executed_at or deletion.created_at)
-        again = _declined_removed(deletion=deletion, ids=declined) if declined else None
+        # Declined as the Facts page declines: from every source it has back, so no re-derivation draws it
+        # again from the one this deletion had removed.
+        again = [fact_decline(owner=deletion.owner, fact_id=pk).pk for pk in declined]
         # The first message back gives its thread its title back; a rewrite removed takes the one drawn from it.
         titles_rederive(owner_id=owner_id, message_ids=[*removed, *rewrites])
         now = timezone.now()
@@ -80,26 +82,18 @@ def deletion_undo(*, deletion_id: int, owner_id: int) -> DeletionRequest:
         deletion.outcome = (
             f"undone: restored {messages_phrase(len(removed))}"
             + (f", removed {len(rewrites)} rewritten" if rewrites else "")
-            + (f"; {len(declined)} fact(s) declined since removed again by deletion #{again.pk}" if again else "")
+            + (
+                f"; {len(again)} fact(s) declined since removed again by deletion "
+                + ", ".join(f"#{pk}" for pk in again)
+                if again
+                else ""
+            )
         )
         deletion.save(update_fields=["status", "undone_at", "outcome", "undo_removed_ids"])
         # The restored messages' indexes and those after them were recomputed with them back.
         reindexed |= removed | set(index_followers(owner_id=owner_id, ids=removed))
     messages_index_embed(owner_id=owner_id, ids=reindexed)
     return deletion
-
-
-def _declined_removed(*, deletion: DeletionRequest, ids: list[int]) -> DeletionRequest:
-    """The soft deletion of `ids`, facts declined since `deletion` removed them, confirmed by its owner.
-
-    Each is declined from every source it has back (the one its re-derived form was declined from, and the
-    one `deletion` removed), so no re-derivation draws it again from the other."""
-    for fact_id in ids:
-        declines_record(owner_id=deletion.owner_id, fact_id=fact_id)
-    preview = deletion_preview(
-        owner=deletion.owner, actor=deletion.owner, mode=Mode.SOFT, ids=ids, offer_redactions=False
-    )
-    return deletion_confirm(deletion_id=preview.pk, owner_id=deletion.owner_id, confirmed_by=deletion.owner)
 
 
 def deletion_resume(*, deletion_id: int, owner_id: int) -> DeletionRequest:
